@@ -1,0 +1,49 @@
+# The only entry point: CI calls `make test` (through .ci/run). `make help` lists targets.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+ENGINE_STAMP := .engine-ok
+
+.PHONY: help venv proto proto-check engine image run test test-fast lint bench clean
+
+help: ## list targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+venv: $(STAMP) ## .venv with the toolrt script and dev tools
+
+proto: $(STAMP) ## regenerate runtime/_proto from proto/
+	$(PY) scripts/gen_proto.py
+
+proto-check: proto ## fail if the committed stubs differ from proto/
+	git diff --exit-code -- runtime/_proto
+
+engine: ## make sure a Docker engine answers (installs docker.io as root when missing)
+	@docker info >/dev/null 2>&1 || bash scripts/ensure-docker.sh
+
+image: $(STAMP) engine ## build the default sandbox image if its recipe changed
+	$(PY) sandbox_images/build.py
+
+run: image ## start the daemon in the foreground on 127.0.0.1:50051
+	$(VENV)/bin/toolrt serve $(ARGS)
+
+test: image ## the whole suite against the real Docker engine
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-fast: $(STAMP) ## only the tests that need no Docker engine
+	$(PY) -m pytest -m "not docker" $(PYTEST_ARGS)
+
+lint: $(STAMP) ## ruff, ruff format --check, mypy
+	$(VENV)/bin/ruff check runtime tests sandbox_images scripts
+	$(VENV)/bin/ruff format --check runtime tests sandbox_images scripts
+	$(VENV)/bin/mypy
+
+clean: ## remove the venv and caches (not images)
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,256 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Limits(_message.Message):
+    __slots__ = ("memory_bytes", "cpus", "pids", "workspace_bytes", "tmp_bytes", "call_timeout_s", "max_calls", "output_cap_bytes")
+    MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    CPUS_FIELD_NUMBER: _ClassVar[int]
+    PIDS_FIELD_NUMBER: _ClassVar[int]
+    WORKSPACE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    TMP_BYTES_FIELD_NUMBER: _ClassVar[int]
+    CALL_TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
+    MAX_CALLS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_CAP_BYTES_FIELD_NUMBER: _ClassVar[int]
+    memory_bytes: int
+    cpus: float
+    pids: int
+    workspace_bytes: int
+    tmp_bytes: int
+    call_timeout_s: float
+    max_calls: int
+    output_cap_bytes: int
+    def __init__(self, memory_bytes: _Optional[int] = ..., cpus: _Optional[float] = ..., pids: _Optional[int] = ..., workspace_bytes: _Optional[int] = ..., tmp_bytes: _Optional[int] = ..., call_timeout_s: _Optional[float] = ..., max_calls: _Optional[int] = ..., output_cap_bytes: _Optional[int] = ...) -> None: ...
+
+class Allowlist(_message.Message):
+    __slots__ = ("read_roots", "write_roots", "deny_globs")
+    READ_ROOTS_FIELD_NUMBER: _ClassVar[int]
+    WRITE_ROOTS_FIELD_NUMBER: _ClassVar[int]
+    DENY_GLOBS_FIELD_NUMBER: _ClassVar[int]
+    read_roots: _containers.RepeatedScalarFieldContainer[str]
+    write_roots: _containers.RepeatedScalarFieldContainer[str]
+    deny_globs: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, read_roots: _Optional[_Iterable[str]] = ..., write_roots: _Optional[_Iterable[str]] = ..., deny_globs: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class CreateSessionRequest(_message.Message):
+    __slots__ = ("image", "limits", "allowlist", "env", "ttl_seconds", "idle_seconds", "labels", "workspace_tar")
+    class EnvEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    IMAGE_FIELD_NUMBER: _ClassVar[int]
+    LIMITS_FIELD_NUMBER: _ClassVar[int]
+    ALLOWLIST_FIELD_NUMBER: _ClassVar[int]
+    ENV_FIELD_NUMBER: _ClassVar[int]
+    TTL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    IDLE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    WORKSPACE_TAR_FIELD_NUMBER: _ClassVar[int]
+    image: str
+    limits: Limits
+    allowlist: Allowlist
+    env: _containers.ScalarMap[str, str]
+    ttl_seconds: int
+    idle_seconds: int
+    labels: _containers.ScalarMap[str, str]
+    workspace_tar: bytes
+    def __init__(self, image: _Optional[str] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., allowlist: _Optional[_Union[Allowlist, _Mapping]] = ..., env: _Optional[_Mapping[str, str]] = ..., ttl_seconds: _Optional[int] = ..., idle_seconds: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., workspace_tar: _Optional[bytes] = ...) -> None: ...
+
+class Session(_message.Message):
+    __slots__ = ("id", "state", "image", "limits", "allowlist", "created_at", "expires_at", "labels", "calls")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    IMAGE_FIELD_NUMBER: _ClassVar[int]
+    LIMITS_FIELD_NUMBER: _ClassVar[int]
+    ALLOWLIST_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    CALLS_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    state: str
+    image: str
+    limits: Limits
+    allowlist: Allowlist
+    created_at: float
+    expires_at: float
+    labels: _containers.ScalarMap[str, str]
+    calls: int
+    def __init__(self, id: _Optional[str] = ..., state: _Optional[str] = ..., image: _Optional[str] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., allowlist: _Optional[_Union[Allowlist, _Mapping]] = ..., created_at: _Optional[float] = ..., expires_at: _Optional[float] = ..., labels: _Optional[_Mapping[str, str]] = ..., calls: _Optional[int] = ...) -> None: ...
+
+class GetSessionRequest(_message.Message):
+    __slots__ = ("session_id",)
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ...) -> None: ...
+
+class ListSessionsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListSessionsResponse(_message.Message):
+    __slots__ = ("sessions",)
+    SESSIONS_FIELD_NUMBER: _ClassVar[int]
+    sessions: _containers.RepeatedCompositeFieldContainer[Session]
+    def __init__(self, sessions: _Optional[_Iterable[_Union[Session, _Mapping]]] = ...) -> None: ...
+
+class CloseSessionRequest(_message.Message):
+    __slots__ = ("session_id",)
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ...) -> None: ...
+
+class CloseSessionResponse(_message.Message):
+    __slots__ = ("session_id", "state")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    state: str
+    def __init__(self, session_id: _Optional[str] = ..., state: _Optional[str] = ...) -> None: ...
+
+class ListToolsRequest(_message.Message):
+    __slots__ = ("dialect",)
+    DIALECT_FIELD_NUMBER: _ClassVar[int]
+    dialect: str
+    def __init__(self, dialect: _Optional[str] = ...) -> None: ...
+
+class ListToolsResponse(_message.Message):
+    __slots__ = ("tools_json",)
+    TOOLS_JSON_FIELD_NUMBER: _ClassVar[int]
+    tools_json: str
+    def __init__(self, tools_json: _Optional[str] = ...) -> None: ...
+
+class ToolCall(_message.Message):
+    __slots__ = ("id", "name", "arguments_json")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ARGUMENTS_JSON_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    name: str
+    arguments_json: str
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., arguments_json: _Optional[str] = ...) -> None: ...
+
+class ToolError(_message.Message):
+    __slots__ = ("code", "message", "retryable")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    RETRYABLE_FIELD_NUMBER: _ClassVar[int]
+    code: str
+    message: str
+    retryable: bool
+    def __init__(self, code: _Optional[str] = ..., message: _Optional[str] = ..., retryable: _Optional[bool] = ...) -> None: ...
+
+class ToolResult(_message.Message):
+    __slots__ = ("call_id", "ok", "output_json", "error", "duration_ms")
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    OK_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_JSON_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    DURATION_MS_FIELD_NUMBER: _ClassVar[int]
+    call_id: str
+    ok: bool
+    output_json: str
+    error: ToolError
+    duration_ms: int
+    def __init__(self, call_id: _Optional[str] = ..., ok: _Optional[bool] = ..., output_json: _Optional[str] = ..., error: _Optional[_Union[ToolError, _Mapping]] = ..., duration_ms: _Optional[int] = ...) -> None: ...
+
+class ExecuteRequest(_message.Message):
+    __slots__ = ("session_id", "call")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    CALL_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    call: ToolCall
+    def __init__(self, session_id: _Optional[str] = ..., call: _Optional[_Union[ToolCall, _Mapping]] = ...) -> None: ...
+
+class ExecuteBatchRequest(_message.Message):
+    __slots__ = ("session_id", "calls")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    CALLS_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    calls: _containers.RepeatedCompositeFieldContainer[ToolCall]
+    def __init__(self, session_id: _Optional[str] = ..., calls: _Optional[_Iterable[_Union[ToolCall, _Mapping]]] = ...) -> None: ...
+
+class ExecuteBatchResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[ToolResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[ToolResult, _Mapping]]] = ...) -> None: ...
+
+class ExecuteEvent(_message.Message):
+    __slots__ = ("stdout", "stderr", "result")
+    STDOUT_FIELD_NUMBER: _ClassVar[int]
+    STDERR_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    stdout: bytes
+    stderr: bytes
+    result: ToolResult
+    def __init__(self, stdout: _Optional[bytes] = ..., stderr: _Optional[bytes] = ..., result: _Optional[_Union[ToolResult, _Mapping]] = ...) -> None: ...
+
+class ExecuteMessageRequest(_message.Message):
+    __slots__ = ("session_id", "dialect", "message_json")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    DIALECT_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_JSON_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    dialect: str
+    message_json: str
+    def __init__(self, session_id: _Optional[str] = ..., dialect: _Optional[str] = ..., message_json: _Optional[str] = ...) -> None: ...
+
+class ExecuteMessageResponse(_message.Message):
+    __slots__ = ("results_json", "results")
+    RESULTS_JSON_FIELD_NUMBER: _ClassVar[int]
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results_json: str
+    results: _containers.RepeatedCompositeFieldContainer[ToolResult]
+    def __init__(self, results_json: _Optional[str] = ..., results: _Optional[_Iterable[_Union[ToolResult, _Mapping]]] = ...) -> None: ...
+
+class UploadFilesRequest(_message.Message):
+    __slots__ = ("session_id", "tar")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    TAR_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    tar: bytes
+    def __init__(self, session_id: _Optional[str] = ..., tar: _Optional[bytes] = ...) -> None: ...
+
+class UploadFilesResponse(_message.Message):
+    __slots__ = ("files", "bytes")
+    FILES_FIELD_NUMBER: _ClassVar[int]
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    files: int
+    bytes: int
+    def __init__(self, files: _Optional[int] = ..., bytes: _Optional[int] = ...) -> None: ...
+
+class DownloadFilesRequest(_message.Message):
+    __slots__ = ("session_id", "paths")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    PATHS_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    paths: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, session_id: _Optional[str] = ..., paths: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class DownloadFilesChunk(_message.Message):
+    __slots__ = ("tar",)
+    TAR_FIELD_NUMBER: _ClassVar[int]
+    tar: bytes
+    def __init__(self, tar: _Optional[bytes] = ...) -> None: ...

@@ -1,0 +1,1 @@
+"""The in-sandbox agent (stdlib only; runs inside containers, not here)."""

@@ -1,0 +1,198 @@
+"""Starting and killing the processes of one call, inside the sandbox.
+
+Each call gets a *subreaper*: a forked copy of the agent that stays root,
+marks itself PR_SET_CHILD_SUBREAPER and starts the command as the sandbox
+user. Processes that setsid or double-fork are re-parented to it rather than
+to the agent, so it can always find and kill the whole tree of its call,
+and only of its call. It reports the main process's exit status over a pipe
+as soon as it is known, then keeps reaping background children until none
+is left.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+
+PR_SET_CHILD_SUBREAPER = 36
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+class KillRequested(Exception):
+    """Raised by the subreaper's SIGTERM handler to leave a blocking wait."""
+
+
+def descendants(root: int) -> set[int]:
+    """All live processes below `root`, read from /proc in one pass."""
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        # The command name may contain spaces and parentheses: split after the last ')'.
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if len(fields) > 1:
+            children.setdefault(int(fields[1]), []).append(int(name))
+    found: set[int] = set()
+    stack = [root]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            if child not in found:
+                found.add(child)
+                stack.append(child)
+    return found
+
+
+def _reap_nowait() -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def kill_tree(grace_s: float) -> None:
+    """TERM everything below this process, then KILL until nothing is left."""
+    me = os.getpid()
+    for pid in descendants(me):
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        _reap_nowait()
+        if not descendants(me):
+            return
+        time.sleep(0.01)
+    # Killed processes cannot fork, and their children land on us: a few
+    # passes converge even against a fork bomb.
+    while True:
+        left = descendants(me)
+        if not left:
+            break
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        _reap_nowait()
+        time.sleep(0.002)
+    _reap_nowait()
+
+
+def _become_sandbox_user(uid: int, gid: int) -> Callable[[], None]:
+    def drop() -> None:
+        # A memory bomb must be the OOM killer's first choice, never the
+        # agent (a negative adj for the agent is refused by runc on some
+        # hosts). Written while still root: after setuid /proc/self belongs
+        # to root until exec.
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write("1000")
+        os.setgroups([])
+        os.setgid(gid)
+        os.setuid(uid)
+
+    return drop
+
+
+def run_subreaper(
+    spec: dict,
+    stdin_fd: int,
+    out_w: int,
+    err_w: int,
+    status_w: int,
+) -> None:
+    """Body of the forked subreaper; never returns."""
+    code = 0
+    try:
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+
+        def on_term(_signum: int, _frame: object) -> None:
+            raise KillRequested
+
+        signal.signal(signal.SIGTERM, on_term)
+        # The agent forked us with SIGTERM blocked so that a kill sent this
+        # early is held until the handler above can turn it into KillRequested.
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+        if _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
+        try:
+            proc = subprocess.Popen(
+                ["/bin/bash", "-c", spec["command"]],
+                stdin=stdin_fd,
+                stdout=out_w,
+                stderr=err_w,
+                cwd=spec["cwd"],
+                env=spec["env"],
+                close_fds=True,
+                start_new_session=True,
+                preexec_fn=_become_sandbox_user(spec["uid"], spec["gid"]),
+            )
+        except KillRequested:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - reported to the daemon, not lost
+            _report(status_w, {"spawn_error": str(exc), "errno": getattr(exc, "errno", None)})
+            os._exit(0)
+        os.close(out_w)
+        if err_w != out_w:
+            os.close(err_w)
+        if stdin_fd > 2:
+            os.close(stdin_fd)
+        _report(status_w, {"pid": proc.pid})
+        try:
+            while True:
+                try:
+                    pid, status = os.waitpid(-1, 0)
+                except ChildProcessError:
+                    break
+                if pid == proc.pid:
+                    _report(status_w, {"status": status})
+        except KillRequested:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            kill_tree(float(spec.get("grace_s", 0.5)))
+    except KillRequested:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        kill_tree(float(spec.get("grace_s", 0.5)))
+    except BaseException:  # noqa: BLE001 - the subreaper must always exit
+        code = 1
+    os._exit(code)
+
+
+def _report(fd: int, message: dict) -> None:
+    try:
+        os.write(fd, json.dumps(message).encode() + b"\n")
+    except OSError:
+        pass
+
+
+def exit_code_of(status: int) -> int:
+    """Shell convention: 128 + signal for a killed process."""
+    code = os.waitstatus_to_exitcode(status)
+    return 128 - code if code < 0 else code
+
+
+def oom_kills() -> int | None:
+    """The cgroup's OOM-kill counter (v1 or v2), or None when unreadable."""
+    for path in ("/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events"):
+        try:
+            with open(path) as f:
+                for line in f:
+                    key, _, value = line.partition(" ")
+                    if key == "oom_kill":
+                        return int(value)
+        except OSError:
+            continue
+    return None

@@ -1,0 +1,151 @@
+"""Synchronous client: `with Client(addr) as c, c.session() as s: s.shell("ls")`."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+import grpc
+
+from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
+from runtime._proto.toolruntime.v1 import runtime_pb2_grpc as pb_grpc
+
+DEFAULT_TARGET = "127.0.0.1:50051"
+
+
+class ToolrtRpcError(Exception):
+    """An RPC failed with a gRPC status (not a tool failure: see Result.error)."""
+
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        super().__init__(f"{code.name}: {details}")
+        self.code = code
+        self.details = details
+
+
+@dataclass(frozen=True)
+class Result:
+    call_id: str
+    ok: bool
+    output: dict[str, Any]
+    error_code: str
+    error_message: str
+    duration_ms: int
+
+    @classmethod
+    def from_pb(cls, msg: pb.ToolResult) -> Result:
+        return cls(
+            call_id=msg.call_id,
+            ok=msg.ok,
+            output=json.loads(msg.output_json or "{}"),
+            error_code=msg.error.code,
+            error_message=msg.error.message,
+            duration_ms=msg.duration_ms,
+        )
+
+
+def _rpc(fn: Any, request: Any, timeout: float | None = None) -> Any:
+    try:
+        return fn(request, timeout=timeout)
+    except grpc.RpcError as exc:
+        raise ToolrtRpcError(exc.code(), exc.details() or "") from exc
+
+
+class Client:
+    def __init__(self, target: str = DEFAULT_TARGET, timeout: float | None = None) -> None:
+        self.channel = grpc.insecure_channel(
+            target,
+            options=[
+                ("grpc.max_receive_message_length", 64 << 20),
+                ("grpc.max_send_message_length", 64 << 20),
+            ],
+        )
+        self.stub = pb_grpc.ToolRuntimeStub(self.channel)
+        self.timeout = timeout
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.channel.close()
+
+    def create_session(self, **fields: Any) -> pb.Session:
+        return _rpc(self.stub.CreateSession, pb.CreateSessionRequest(**fields), self.timeout)
+
+    def session(self, **fields: Any) -> SessionHandle:
+        """A session that is closed when the `with` block ends."""
+        return SessionHandle(self, self.create_session(**fields))
+
+    def get_session(self, session_id: str) -> pb.Session:
+        return _rpc(self.stub.GetSession, pb.GetSessionRequest(session_id=session_id))
+
+    def list_sessions(self) -> list[pb.Session]:
+        return list(_rpc(self.stub.ListSessions, pb.ListSessionsRequest()).sessions)
+
+    def close_session(self, session_id: str) -> str:
+        reply = _rpc(self.stub.CloseSession, pb.CloseSessionRequest(session_id=session_id))
+        return str(reply.state)
+
+    def list_tools(self, dialect: str = "") -> list[dict[str, Any]]:
+        reply = _rpc(self.stub.ListTools, pb.ListToolsRequest(dialect=dialect))
+        return list(json.loads(reply.tools_json))
+
+    def call(
+        self, session_id: str, tool: str, arguments: dict[str, Any] | str, call_id: str = ""
+    ) -> Result:
+        text = arguments if isinstance(arguments, str) else json.dumps(arguments)
+        call = pb.ToolCall(id=call_id or uuid.uuid4().hex, name=tool, arguments_json=text)
+        reply = _rpc(self.stub.Execute, pb.ExecuteRequest(session_id=session_id, call=call))
+        return Result.from_pb(reply)
+
+    def stream(
+        self, session_id: str, tool: str, arguments: dict[str, Any], call_id: str = ""
+    ) -> Iterator[tuple[str, bytes] | Result]:
+        """Yields ("stdout"|"stderr", chunk) as output arrives, then the Result."""
+        call = pb.ToolCall(
+            id=call_id or uuid.uuid4().hex, name=tool, arguments_json=json.dumps(arguments)
+        )
+        try:
+            for event in self.stub.ExecuteStream(
+                pb.ExecuteRequest(session_id=session_id, call=call)
+            ):
+                kind = event.WhichOneof("event")
+                if kind == "result":
+                    yield Result.from_pb(event.result)
+                elif kind is not None:
+                    yield kind, getattr(event, kind)
+        except grpc.RpcError as exc:
+            raise ToolrtRpcError(exc.code(), exc.details() or "") from exc
+
+
+class SessionHandle:
+    def __init__(self, client: Client, session: pb.Session) -> None:
+        self.client = client
+        self.info = session
+        self.id: str = session.id
+
+    def __enter__(self) -> SessionHandle:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.client.close_session(self.id)
+
+    def call(self, tool: str, arguments: dict[str, Any] | str, call_id: str = "") -> Result:
+        return self.client.call(self.id, tool, arguments, call_id)
+
+    def shell(self, command: str, **arguments: Any) -> Result:
+        return self.call("shell", {"command": command, **arguments})

@@ -1,0 +1,137 @@
+"""Daemon configuration: one pydantic model with a default for every knob.
+
+Sources, later ones winning: the defaults below, a TOML file
+(`--config`/`TOOLRT_CONFIG`), environment variables `TOOLRT_<FIELD>` (nested
+fields with `__`, e.g. `TOOLRT_DEFAULTS__MEMORY_BYTES`), then command-line
+flags. Per-session requests are clamped to `maxima`.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+MiB = 1 << 20
+GiB = 1 << 30
+
+
+class Limits(BaseModel):
+    """Resource limits of one session; 0 in a request means "the default"."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    memory_bytes: int = Field(512 * MiB, ge=0)
+    """Memory of the whole container, tmpfs pages included (no swap)."""
+    cpus: float = Field(1.0, ge=0)
+    """CPU share of the container, in cores."""
+    pids: int = Field(256, ge=0)
+    """Processes and threads the container may hold at once."""
+    workspace_bytes: int = Field(256 * MiB, ge=0)
+    """Size of the /workspace tmpfs."""
+    tmp_bytes: int = Field(64 * MiB, ge=0)
+    """Size of the /tmp tmpfs."""
+    call_timeout_s: float = Field(120.0, ge=0)
+    """Wall-clock limit of one call; a call may ask for less, never more."""
+    max_calls: int = Field(10_000, ge=0)
+    """Tool calls one session may make before BUDGET_EXHAUSTED."""
+    output_cap_bytes: int = Field(1 * MiB, ge=0)
+    """Bytes of stdout (and, separately, stderr) kept per call."""
+
+    def merged_over(self, defaults: Limits, maxima: Limits) -> Limits:
+        """This request's non-zero values over `defaults`, clamped to `maxima`."""
+        merged: dict[str, Any] = {}
+        for name in Limits.model_fields:
+            asked = getattr(self, name)
+            value = asked if asked else getattr(defaults, name)
+            merged[name] = min(value, getattr(maxima, name))
+        return Limits(**merged)
+
+
+DEFAULT_MAXIMA = Limits(
+    memory_bytes=8 * GiB,
+    cpus=2.0,
+    pids=4096,
+    workspace_bytes=4 * GiB,
+    tmp_bytes=2 * GiB,
+    call_timeout_s=3600.0,
+    max_calls=1_000_000,
+    output_cap_bytes=8 * MiB,
+)
+
+
+class Config(BaseModel):
+    """Everything the daemon can be told; defaults are production-sane."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    listen: str = "127.0.0.1:50051"
+    """TCP address of the gRPC server; empty to serve only on the unix socket."""
+    unix_socket: str = ""
+    """Path of an extra unix-socket listener (empty: none)."""
+    instance: str = "toolrtd"
+    """This daemon's name in the `toolrt.daemon` label. Containers carrying it
+    from an earlier run are removed at start-up, so give each daemon sharing
+    an engine its own name."""
+    image: str = "toolrt-sandbox:default"
+    """Image of a session that does not name one. toolrt never pulls."""
+    runtime: str = ""
+    """OCI runtime of sandbox containers ("" for the engine's default, or "runsc")."""
+    docker_host: str = ""
+    """Engine address (unix:// only); empty: DOCKER_HOST or /var/run/docker.sock."""
+    docker_timeout_s: float = Field(30.0, gt=0)
+    """Deadline of each Docker API operation."""
+    create_timeout_s: float = Field(60.0, gt=0)
+    """Deadline for a new sandbox to answer its first hello."""
+    docker_workers: int = Field(32, ge=1)
+    """Threads that run the (blocking) Docker SDK, so dozens of sessions can
+    be created or closed at once without touching the event loop."""
+    kill_grace_s: float = Field(0.5, ge=0, le=5)
+    """Time between TERM and KILL when a call's processes are stopped."""
+    result_cap_bytes: int = Field(2 * MiB, ge=64 * 1024)
+    """Largest encoded ToolResult output, whatever a command printed."""
+    stream_cap_bytes: int = Field(8 * MiB, ge=0)
+    """Raw bytes of live output ExecuteStream relays per call."""
+    max_sessions: int = Field(256, ge=1)
+    """Live sessions (pooled containers included) before RESOURCE_EXHAUSTED."""
+    defaults: Limits = Field(default_factory=lambda: Limits())
+    """Limits of a session that asks for none."""
+    maxima: Limits = Field(default_factory=lambda: DEFAULT_MAXIMA.model_copy())
+    """Ceilings every session request is clamped to."""
+    extra_labels: dict[str, str] = Field(default_factory=dict)
+    """Labels added to every container (cannot override `toolrt.*`)."""
+    log_level: str = "INFO"
+    """Python logging level of the daemon."""
+
+
+def _set_path(target: dict[str, Any], dotted: list[str], value: Any) -> None:
+    for key in dotted[:-1]:
+        target = target.setdefault(key, {})
+    target[dotted[-1]] = value
+
+
+def load_config(
+    path: str | Path | None = None,
+    overrides: dict[str, Any] | None = None,
+    environ: dict[str, str] | None = None,
+) -> Config:
+    """Defaults < TOML file < TOOLRT_* environment < overrides (flags)."""
+    environ = dict(os.environ if environ is None else environ)
+    data: dict[str, Any] = {}
+    path = path or environ.get("TOOLRT_CONFIG") or None
+    if path:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    for key, value in environ.items():
+        if not key.startswith("TOOLRT_") or key == "TOOLRT_CONFIG":
+            continue
+        dotted = key[len("TOOLRT_") :].lower().split("__")
+        if dotted[0] in Config.model_fields:
+            _set_path(data, dotted, value)
+    for key, value in (overrides or {}).items():
+        if value is not None:
+            _set_path(data, key.split("."), value)
+    return Config.model_validate(data)

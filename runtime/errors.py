@@ -1,0 +1,139 @@
+"""Every error toolrt raises, and what it becomes at the edge.
+
+    ToolrtError
+    ├── ToolFailure              → ToolResult.error.code (for the model)
+    │   ├── UnknownTool          UNKNOWN_TOOL
+    │   ├── InvalidArguments     INVALID_ARGUMENTS
+    │   ├── PathDenied           PATH_DENIED
+    │   ├── FileMissing          NOT_FOUND
+    │   ├── CallTimeout          TIMEOUT
+    │   ├── LimitExceeded        LIMIT_EXCEEDED
+    │   ├── BudgetExhausted      BUDGET_EXHAUSTED
+    │   ├── SandboxLost          SANDBOX_LOST
+    │   ├── OutcomeUnknown       OUTCOME_UNKNOWN
+    │   └── InternalFailure      INTERNAL
+    └── RequestError             → gRPC status (for the agent loop)
+        ├── Unauthenticated      UNAUTHENTICATED
+        ├── SessionNotFound      NOT_FOUND
+        ├── BadRequest           INVALID_ARGUMENT
+        ├── AdmissionRefused     RESOURCE_EXHAUSTED
+        └── EngineUnavailable    UNAVAILABLE
+
+Tool failures travel inside a ToolResult; request errors end the RPC. Only
+`server.interceptor` turns request errors into status codes, and only
+`sandbox.docker_errors` turns Docker SDK errors into ours.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import grpc
+
+
+class ToolrtError(Exception):
+    """Base of every error toolrt raises on purpose."""
+
+
+class ToolFailure(ToolrtError):
+    """A tool call failed in a way the model should read and adapt to."""
+
+    code: ClassVar[str] = "INTERNAL"
+    retryable: ClassVar[bool] = False
+
+    def __init__(self, message: str, output: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        # What the call produced before it failed (for example the output of
+        # a command that timed out): always a JSON object.
+        self.output: dict[str, Any] = output or {}
+
+
+class UnknownTool(ToolFailure):
+    code = "UNKNOWN_TOOL"
+
+
+class InvalidArguments(ToolFailure):
+    code = "INVALID_ARGUMENTS"
+
+
+class PathDenied(ToolFailure):
+    code = "PATH_DENIED"
+
+
+class FileMissing(ToolFailure):
+    code = "NOT_FOUND"
+
+
+class CallTimeout(ToolFailure):
+    code = "TIMEOUT"
+    retryable = True
+
+
+class LimitExceeded(ToolFailure):
+    code = "LIMIT_EXCEEDED"
+
+
+class BudgetExhausted(ToolFailure):
+    code = "BUDGET_EXHAUSTED"
+
+
+class SandboxLost(ToolFailure):
+    code = "SANDBOX_LOST"
+
+
+class OutcomeUnknown(ToolFailure):
+    code = "OUTCOME_UNKNOWN"
+
+
+class InternalFailure(ToolFailure):
+    code = "INTERNAL"
+
+
+TOOL_FAILURES: tuple[type[ToolFailure], ...] = (
+    UnknownTool,
+    InvalidArguments,
+    PathDenied,
+    FileMissing,
+    CallTimeout,
+    LimitExceeded,
+    BudgetExhausted,
+    SandboxLost,
+    OutcomeUnknown,
+    InternalFailure,
+)
+
+
+class RequestError(ToolrtError):
+    """The request itself cannot be served; becomes a gRPC status."""
+
+    status: ClassVar[grpc.StatusCode] = grpc.StatusCode.INTERNAL
+
+
+class Unauthenticated(RequestError):
+    status = grpc.StatusCode.UNAUTHENTICATED
+
+
+class SessionNotFound(RequestError):
+    status = grpc.StatusCode.NOT_FOUND
+
+
+class BadRequest(RequestError):
+    status = grpc.StatusCode.INVALID_ARGUMENT
+
+
+class AdmissionRefused(RequestError):
+    status = grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+class EngineUnavailable(RequestError):
+    status = grpc.StatusCode.UNAVAILABLE
+
+
+REQUEST_ERRORS: tuple[type[RequestError], ...] = (
+    Unauthenticated,
+    SessionNotFound,
+    BadRequest,
+    AdmissionRefused,
+    EngineUnavailable,
+)

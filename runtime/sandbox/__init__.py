@@ -1,0 +1,1 @@
+"""Where code runs: containers and the agent inside them (not what runs)."""

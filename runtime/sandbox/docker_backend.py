@@ -1,0 +1,284 @@
+"""Sandboxes as hardened Docker containers, each running toolrt's agent.
+
+The Docker SDK is synchronous: every SDK call runs on a dedicated thread
+pool, under a deadline, never on the event loop. The per-call path touches
+no Docker API at all: calls travel over the container's attach stream
+(`connection.AgentConnection`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import urlparse
+
+import docker
+import docker.errors
+from docker.types import LogConfig
+
+from runtime import agent as agent_package
+from runtime.config import Config
+from runtime.errors import BadRequest, EngineUnavailable, SandboxLost
+from runtime.sandbox.backend import (
+    LABEL_DAEMON,
+    LABEL_SESSION,
+    LABEL_TENANT,
+    EventSink,
+    SandboxSpec,
+)
+from runtime.sandbox.connection import AgentConnection
+from runtime.sandbox.docker_errors import map_docker_errors
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+# Pinned rather than negotiated: negotiation costs a round trip per client
+# and leaks a socket when the engine is down. Engines since 20.10 speak it.
+DOCKER_API_VERSION = "1.41"
+AGENT_DIR_IN_SANDBOX = "/opt/toolrt"
+SANDBOX_UID = 1000
+# Capabilities the agent needs to start commands as the sandbox user and to
+# kill them; commands themselves end up with none.
+AGENT_CAPS = ["SETUID", "SETGID", "KILL"]
+
+
+def container_name(session_id: str) -> str:
+    return f"toolrt-{session_id}"
+
+
+def docker_socket_path(config: Config) -> str:
+    host = config.docker_host or os.environ.get("DOCKER_HOST", "") or "unix:///var/run/docker.sock"
+    parsed = urlparse(host)
+    if parsed.scheme != "unix":
+        msg = f"docker_host {host!r}: only unix:// engine sockets are supported"
+        raise ValueError(msg)
+    return parsed.path
+
+
+class DockerSandbox:
+    """A running container and the connection to its agent."""
+
+    def __init__(self, session_id: str, connection: AgentConnection) -> None:
+        self._id = session_id
+        self._conn = connection
+
+    @property
+    def id(self) -> str:
+        return self._id
+
+    @property
+    def lost(self) -> str:
+        return self._conn.lost
+
+    async def request(
+        self,
+        op: str,
+        header: dict[str, Any],
+        body: bytes = b"",
+        on_event: EventSink | None = None,
+        request_id: int | None = None,
+    ) -> tuple[dict[str, Any], bytes]:
+        return await self._conn.request(op, header, body, on_event, request_id)
+
+    def next_request_id(self) -> int:
+        return self._conn.next_id()
+
+    async def cancel(self, request_id: int, reason: str) -> None:
+        await self._conn.cancel(request_id, reason)
+
+    def abort(self, reason: str) -> None:
+        self._conn.abort(reason)
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+class DockerBackend:
+    def __init__(self, config: Config) -> None:
+        self._config = config
+        self._socket = docker_socket_path(config)
+        self._executor = ThreadPoolExecutor(config.docker_workers, thread_name_prefix="docker")
+        self._client: docker.DockerClient | None = None
+        self._agent_dir = str(Path(agent_package.__file__).resolve().parent)
+        self._live: dict[str, DockerSandbox] = {}
+
+    # -- plumbing -----------------------------------------------------------
+    def _docker(self) -> docker.DockerClient:
+        if self._client is None:
+            self._client = docker.DockerClient(
+                base_url=f"unix://{self._socket}",
+                version=DOCKER_API_VERSION,
+                timeout=int(self._config.docker_timeout_s),
+                max_pool_size=self._config.docker_workers,
+            )
+        return self._client
+
+    async def _run(self, what: str, fn: Callable[..., T], *args: Any) -> T:
+        def guarded() -> T:
+            if not os.path.exists(self._socket):
+                msg = f"{what}: no Docker engine socket at {self._socket}; is dockerd running?"
+                raise EngineUnavailable(msg)
+            with map_docker_errors(what):
+                return fn(*args)
+
+        loop = asyncio.get_running_loop()
+        try:
+            return await asyncio.wait_for(
+                loop.run_in_executor(self._executor, guarded),
+                self._config.docker_timeout_s + 5,
+            )
+        except TimeoutError as exc:
+            msg = (
+                f"{what}: the Docker engine did not answer within {self._config.docker_timeout_s} s"
+            )
+            raise EngineUnavailable(msg) from exc
+
+    async def ping(self) -> None:
+        await self._run("ping the engine", lambda: self._docker().ping())
+
+    # -- lifecycle ----------------------------------------------------------
+    def _labels(self, spec: SandboxSpec) -> dict[str, str]:
+        labels = {k: v for k, v in self._config.extra_labels.items() if not k.startswith("toolrt.")}
+        labels.update({k: v for k, v in spec.labels.items() if not k.startswith("toolrt.")})
+        labels[LABEL_SESSION] = spec.session_id
+        labels[LABEL_DAEMON] = self._config.instance
+        labels[LABEL_TENANT] = spec.tenant
+        return labels
+
+    def _create_container(self, spec: SandboxSpec) -> str:
+        limits = spec.limits
+        tmpfs_opts = "rw,exec,nosuid,nodev"
+        kwargs: dict[str, Any] = {
+            "image": spec.image,
+            "command": ["python3", "-I", f"{AGENT_DIR_IN_SANDBOX}/agent.py"],
+            "name": container_name(spec.session_id),
+            "user": "0:0",
+            "entrypoint": [],
+            "stdin_open": True,
+            "tty": False,
+            "network_mode": "none",
+            "cap_drop": ["ALL"],
+            "cap_add": AGENT_CAPS,
+            "security_opt": ["no-new-privileges"],
+            "read_only": True,
+            "tmpfs": {
+                "/workspace": (
+                    f"{tmpfs_opts},size={limits.workspace_bytes},"
+                    f"uid={SANDBOX_UID},gid={SANDBOX_UID},mode=0755"
+                ),
+                "/tmp": f"{tmpfs_opts},size={limits.tmp_bytes},mode=1777",
+            },
+            "mem_limit": limits.memory_bytes,
+            "memswap_limit": limits.memory_bytes,
+            "nano_cpus": int(limits.cpus * 1e9),
+            "pids_limit": limits.pids,
+            "log_config": LogConfig(type="none"),
+            "volumes": {self._agent_dir: {"bind": AGENT_DIR_IN_SANDBOX, "mode": "ro"}},
+            "labels": self._labels(spec),
+            "working_dir": "/workspace",
+            "hostname": "sandbox",
+            "environment": {"PYTHONDONTWRITEBYTECODE": "1"},
+        }
+        if spec.runtime:
+            kwargs["runtime"] = spec.runtime
+        container = self._docker().containers.create(**kwargs)
+        return str(container.id)
+
+    async def _attach(self, container_id: str, session_id: str) -> AgentConnection:
+        """Attach to stdin/stdout before start, so not a byte is missed."""
+        version = DOCKER_API_VERSION
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_unix_connection(self._socket, limit=1 << 22),
+            self._config.docker_timeout_s,
+        )
+        writer.write(
+            (
+                f"POST /v{version}/containers/{container_id}/attach"
+                "?stream=1&stdin=1&stdout=1&stderr=1 HTTP/1.1\r\n"
+                "Host: docker\r\nUpgrade: tcp\r\nConnection: Upgrade\r\n\r\n"
+            ).encode()
+        )
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), self._config.docker_timeout_s)
+        status = head.split(b"\r\n", 1)[0]
+        if b" 101 " not in status and b" 200 " not in status:
+            writer.close()
+            msg = f"attach to the sandbox failed: {status.decode(errors='replace')}"
+            raise EngineUnavailable(msg)
+        connection = AgentConnection(session_id, reader, writer)
+        connection.start()
+        return connection
+
+    async def create(self, spec: SandboxSpec) -> DockerSandbox:
+        what = f"create sandbox {spec.session_id}"
+        container_id = await self._run(what, self._create_container, spec)
+        connection: AgentConnection | None = None
+        try:
+            connection = await self._attach(container_id, spec.session_id)
+            await self._run(what, self._docker().api.start, container_id)
+            try:
+                await connection.hello(self._config.create_timeout_s)
+            except SandboxLost as exc:
+                msg = (
+                    f"{what}: the in-sandbox agent exited at start-up; the image "
+                    f"{spec.image!r} needs python3 (3.9 or newer) on its PATH"
+                )
+                raise BadRequest(msg) from exc
+            except TimeoutError as exc:
+                msg = f"{what}: the sandbox did not answer within {self._config.create_timeout_s} s"
+                raise EngineUnavailable(msg) from exc
+        except BaseException:
+            if connection is not None:
+                connection.close()
+            await asyncio.shield(self._remove(spec.session_id))
+            raise
+        sandbox = DockerSandbox(spec.session_id, connection)
+        self._live[spec.session_id] = sandbox
+        return sandbox
+
+    def _remove_container(self, session_id: str) -> None:
+        try:
+            self._docker().api.remove_container(container_name(session_id), force=True, v=True)
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.APIError as exc:
+            # "removal already in progress" means someone else is finishing the job.
+            if exc.status_code != 409:
+                raise
+
+    async def _remove(self, session_id: str) -> None:
+        with contextlib.suppress(EngineUnavailable, BadRequest):
+            await self._run(f"remove sandbox {session_id}", self._remove_container, session_id)
+
+    async def destroy(self, sandbox_id: str) -> None:
+        sandbox = self._live.pop(sandbox_id, None)
+        if sandbox is not None:
+            sandbox.close()
+        await self._run(f"remove sandbox {sandbox_id}", self._remove_container, sandbox_id)
+
+    def _owned(self) -> list[str]:
+        containers = self._docker().api.containers(
+            all=True, filters={"label": f"{LABEL_DAEMON}={self._config.instance}"}
+        )
+        return [c["Labels"].get(LABEL_SESSION, "") for c in containers]
+
+    async def list_owned(self) -> list[str]:
+        return await self._run("list sandboxes", self._owned)
+
+    async def reap_owned(self) -> int:
+        owned = [sid for sid in await self.list_owned() if sid]
+        await asyncio.gather(*(self.destroy(sid) for sid in owned), return_exceptions=True)
+        return len(owned)
+
+    async def close(self) -> None:
+        for sandbox in self._live.values():
+            sandbox.close()
+        self._live.clear()
+        self._executor.shutdown(wait=False, cancel_futures=True)
+        if self._client is not None:
+            self._client.close()

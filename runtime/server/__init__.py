@@ -1,0 +1,1 @@
+"""gRPC transport only: proto ↔ domain, errors ↔ status, wiring."""

@@ -1,0 +1,84 @@
+"""Every proto ↔ domain conversion, in one module."""
+
+from __future__ import annotations
+
+from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
+from runtime.config import Limits
+from runtime.models import ToolCall, ToolResult
+from runtime.sessions.manager import SessionRequest
+from runtime.sessions.session import Allowlist, Session
+
+
+def limits_from_pb(msg: pb.Limits) -> Limits:
+    return Limits.model_construct(
+        memory_bytes=max(0, msg.memory_bytes),
+        cpus=max(0.0, msg.cpus),
+        pids=max(0, msg.pids),
+        workspace_bytes=max(0, msg.workspace_bytes),
+        tmp_bytes=max(0, msg.tmp_bytes),
+        call_timeout_s=max(0.0, msg.call_timeout_s),
+        max_calls=max(0, msg.max_calls),
+        output_cap_bytes=max(0, msg.output_cap_bytes),
+    )
+
+
+def limits_to_pb(limits: Limits) -> pb.Limits:
+    return pb.Limits(**limits.model_dump())
+
+
+def allowlist_from_pb(msg: pb.Allowlist) -> Allowlist | None:
+    if not (msg.read_roots or msg.write_roots or msg.deny_globs):
+        return None
+    return Allowlist(list(msg.read_roots), list(msg.write_roots), list(msg.deny_globs))
+
+
+def allowlist_to_pb(allowlist: Allowlist) -> pb.Allowlist:
+    return pb.Allowlist(
+        read_roots=allowlist.read_roots,
+        write_roots=allowlist.write_roots,
+        deny_globs=allowlist.deny_globs,
+    )
+
+
+def session_request_from_pb(msg: pb.CreateSessionRequest) -> SessionRequest:
+    return SessionRequest(
+        image=msg.image,
+        limits=limits_from_pb(msg.limits),
+        allowlist=allowlist_from_pb(msg.allowlist),
+        env=dict(msg.env),
+        ttl_seconds=max(0, msg.ttl_seconds),
+        idle_seconds=max(0, msg.idle_seconds),
+        labels=dict(msg.labels),
+    )
+
+
+def session_to_pb(session: Session) -> pb.Session:
+    return pb.Session(
+        id=session.id,
+        state=session.state,
+        image=session.image,
+        limits=limits_to_pb(session.limits),
+        allowlist=allowlist_to_pb(session.allowlist),
+        created_at=session.created_at,
+        expires_at=session.expires_at,
+        labels=session.labels,
+        calls=session.calls,
+    )
+
+
+def call_from_pb(msg: pb.ToolCall) -> ToolCall:
+    return ToolCall(id=msg.id, name=msg.name, arguments_json=msg.arguments_json)
+
+
+def result_to_pb(result: ToolResult) -> pb.ToolResult:
+    msg = pb.ToolResult(
+        call_id=result.call_id,
+        ok=result.ok,
+        output_json=result.output_json,
+        duration_ms=result.duration_ms,
+    )
+    if result.error is not None:
+        msg.error.code = result.error.code
+        msg.error.message = result.error.message
+        msg.error.retryable = result.error.retryable
+    return msg

@@ -1,0 +1,1 @@
+"""Session lifecycle, ownership, budgets and the per-call path."""

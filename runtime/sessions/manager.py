@@ -1,0 +1,274 @@
+"""Sessions: create, look up, close, and run calls in them.
+
+The per-call path is here: owner check, budget, validation, the write lock,
+the tool, and turning every outcome into exactly one ToolResult.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from runtime.config import Config, Limits
+from runtime.errors import (
+    AdmissionRefused,
+    BadRequest,
+    BudgetExhausted,
+    EngineUnavailable,
+    InternalFailure,
+    SandboxLost,
+    SessionNotFound,
+    ToolFailure,
+)
+from runtime.models import ToolCall, ToolResult
+from runtime.sandbox.backend import SandboxBackend, SandboxSpec
+from runtime.sessions.session import CLOSED, CLOSING, READY, Allowlist, Session
+from runtime.tools.base import ToolContext
+from runtime.tools.output import fit_output
+from runtime.tools.registry import Registry
+
+log = logging.getLogger(__name__)
+
+# Ids of closed sessions kept so that closing twice answers "closed".
+CLOSED_MEMORY = 4096
+
+
+@dataclass
+class SessionRequest:
+    """What a client asked for; zero/empty fields mean "the default"."""
+
+    image: str = ""
+    limits: Limits = field(
+        default_factory=lambda: Limits.model_validate(dict.fromkeys(Limits.model_fields, 0))
+    )
+    allowlist: Allowlist | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    ttl_seconds: float = 0
+    idle_seconds: float = 0
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+class SessionManager:
+    def __init__(self, config: Config, backend: SandboxBackend, registry: Registry) -> None:
+        self._config = config
+        self._backend = backend
+        self._registry = registry
+        self._sessions: dict[str, Session] = {}
+        self._closed: OrderedDict[str, str] = OrderedDict()
+        self._creating = 0
+        self._shutting_down = False
+        self._reaped = False
+
+    @property
+    def registry(self) -> Registry:
+        return self._registry
+
+    async def start(self) -> None:
+        try:
+            await self._reap_previous_run()
+        except EngineUnavailable as exc:
+            # Serve anyway (CreateSession answers UNAVAILABLE meanwhile); the
+            # leftovers are removed before the first sandbox is created.
+            log.warning("%s; will retry before the first session", exc)
+
+    async def _reap_previous_run(self) -> None:
+        reaped = await self._backend.reap_owned()
+        self._reaped = True
+        if reaped:
+            log.info(
+                "removed %d sandbox(es) left by a previous run of %s", reaped, self._config.instance
+            )
+
+    # -- lifecycle ----------------------------------------------------------
+    async def create(self, tenant: str, request: SessionRequest) -> Session:
+        if self._shutting_down:
+            msg = "the daemon is shutting down"
+            raise AdmissionRefused(msg)
+        live = len(self._sessions) + self._creating
+        if live >= self._config.max_sessions:
+            msg = (
+                f"{live} sessions are live, the configured maximum is "
+                f"{self._config.max_sessions}; close one or retry later"
+            )
+            raise AdmissionRefused(msg)
+        for key, value in request.env.items():
+            if not key or "=" in key or "\x00" in key + value:
+                msg = f"env {key!r}: names must be non-empty without '=' or NUL"
+                raise BadRequest(msg)
+        limits = request.limits.merged_over(self._config.defaults, self._config.maxima)
+        session_id = uuid.uuid4().hex
+        spec = SandboxSpec(
+            session_id=session_id,
+            image=request.image or self._config.image,
+            limits=limits,
+            tenant=tenant,
+            labels=request.labels,
+            runtime=self._config.runtime,
+        )
+        self._creating += 1
+        try:
+            if not self._reaped:
+                await self._reap_previous_run()
+            sandbox = await self._backend.create(spec)
+        finally:
+            self._creating -= 1
+        session = Session(
+            id=session_id,
+            tenant=tenant,
+            image=spec.image,
+            limits=limits,
+            allowlist=request.allowlist or Allowlist(),
+            env=dict(request.env),
+            labels={k: v for k, v in request.labels.items() if not k.startswith("toolrt.")},
+            sandbox=sandbox,
+            ttl_seconds=request.ttl_seconds,
+            idle_seconds=request.idle_seconds,
+        )
+        self._sessions[session_id] = session
+        if self._shutting_down:
+            await self._close(session)
+            msg = "the daemon is shutting down"
+            raise AdmissionRefused(msg)
+        log.info("session %s created (image %s, tenant %s)", session_id, spec.image, tenant)
+        return session
+
+    def get(self, tenant: str, session_id: str) -> Session:
+        session = self._sessions.get(session_id)
+        if session is None or session.tenant != tenant or session.state != READY:
+            msg = f"no open session {session_id!r}"
+            raise SessionNotFound(msg)
+        return session
+
+    def sessions_of(self, tenant: str) -> list[Session]:
+        return [s for s in self._sessions.values() if s.tenant == tenant and s.state == READY]
+
+    async def close(self, tenant: str, session_id: str) -> str:
+        session = self._sessions.get(session_id)
+        if session is None or session.tenant != tenant:
+            if self._closed.get(session_id) == tenant:
+                return CLOSED
+            msg = f"no session {session_id!r}"
+            raise SessionNotFound(msg)
+        await self._close(session)
+        return CLOSED
+
+    async def _close(self, session: Session, reason: str = "the session was closed") -> None:
+        if session.state == READY:
+            session.state = CLOSING
+            session.sandbox.abort(reason)
+        try:
+            await self._backend.destroy(session.id)
+        finally:
+            session.state = CLOSED
+            self._sessions.pop(session.id, None)
+            self._closed[session.id] = session.tenant
+            while len(self._closed) > CLOSED_MEMORY:
+                self._closed.popitem(last=False)
+            log.info("session %s closed", session.id)
+
+    def _lose(self, session: Session, reason: str) -> None:
+        """The sandbox died under a call: close the session in the background."""
+        if session.state != READY:
+            return
+        log.warning("session %s lost its sandbox: %s", session.id, reason)
+        task = asyncio.ensure_future(self._close(session, reason))
+        task.add_done_callback(lambda t: t.exception() if not t.cancelled() else None)
+
+    async def shutdown(self) -> None:
+        """Answer every in-flight call (SANDBOX_LOST) and close every session."""
+        self._shutting_down = True
+        sessions = list(self._sessions.values())
+        for session in sessions:
+            if session.state == READY:
+                session.state = CLOSING
+                session.sandbox.abort("the daemon is shutting down")
+        # Let the aborted calls turn into results before sandboxes vanish.
+        await asyncio.sleep(0)
+        await asyncio.gather(*(self._close(s) for s in sessions), return_exceptions=True)
+
+    # -- calls --------------------------------------------------------------
+    async def execute(
+        self,
+        tenant: str,
+        session_id: str,
+        call: ToolCall,
+        on_output: Callable[[str, bytes], None] | None = None,
+    ) -> ToolResult:
+        if not call.id:
+            msg = "ToolCall.id must not be empty: results are tied to it"
+            raise BadRequest(msg)
+        session = self.get(tenant, session_id)
+        started = time.monotonic()
+        session.last_used = started
+        try:
+            output = await self._run(session, call, on_output)
+            result = ToolResult(call.id, fit_output(output, self._config.result_cap_bytes))
+        except ToolFailure as failure:
+            if isinstance(failure, SandboxLost):
+                self._lose(session, failure.message)
+            failure.output = fit_output(failure.output, self._config.result_cap_bytes)
+            result = ToolResult.failed(call.id, failure)
+        except Exception:
+            correlation = uuid.uuid4().hex[:12]
+            log.exception("call %s in session %s failed [%s]", call.id, session.id, correlation)
+            internal = InternalFailure(f"internal error; correlation id {correlation}")
+            result = ToolResult.failed(call.id, internal)
+        duration = int((time.monotonic() - started) * 1000)
+        result = ToolResult(result.call_id, result.output, result.error, duration)
+        session.last_used = time.monotonic()
+        log.info(
+            "call session=%s id=%s tool=%s ok=%s%s ms=%d",
+            session.id,
+            call.id[:64],
+            call.name[:64],
+            result.ok,
+            f" code={result.error.code}" if result.error else "",
+            duration,
+        )
+        return result
+
+    async def _run(
+        self,
+        session: Session,
+        call: ToolCall,
+        on_output: Callable[[str, bytes], None] | None,
+    ) -> dict[str, Any]:
+        tool, args = self._registry.parse(call.name, call.arguments_json)
+        if session.calls >= session.limits.max_calls:
+            msg = (
+                f"this session has used all of its {session.limits.max_calls} tool calls; "
+                "start a new session"
+            )
+            raise BudgetExhausted(msg)
+        session.calls += 1
+        ctx = ToolContext(
+            session_id=session.id,
+            sandbox=session.sandbox,
+            limits=session.limits,
+            env=session.env,
+            kill_grace_s=self._config.kill_grace_s,
+            stream_cap_bytes=self._config.stream_cap_bytes,
+            on_output=on_output,
+        )
+        if tool.read_only:
+            return await tool.run(ctx, args)
+        async with session.write_lock:
+            if session.sandbox.lost:
+                raise SandboxLost(session.sandbox.lost)
+            return await tool.run(ctx, args)
+
+    async def execute_batch(
+        self, tenant: str, session_id: str, calls: list[ToolCall]
+    ) -> list[ToolResult]:
+        self.get(tenant, session_id)
+        ids = [c.id for c in calls]
+        if len(set(ids)) != len(ids):
+            msg = "duplicate call ids in one batch; every call needs its own id"
+            raise BadRequest(msg)
+        return [await self.execute(tenant, session_id, call) for call in calls]

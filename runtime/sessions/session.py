@@ -1,0 +1,47 @@
+"""One session: its sandbox, its settings, and its state."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from runtime.config import Limits
+from runtime.sandbox.backend import Sandbox
+
+READY = "ready"
+CLOSING = "closing"
+CLOSED = "closed"
+
+
+@dataclass
+class Allowlist:
+    read_roots: list[str] = field(default_factory=lambda: ["/workspace"])
+    write_roots: list[str] = field(default_factory=lambda: ["/workspace"])
+    deny_globs: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Session:
+    id: str
+    tenant: str
+    image: str
+    limits: Limits
+    allowlist: Allowlist
+    env: dict[str, str]
+    labels: dict[str, str]
+    sandbox: Sandbox
+    ttl_seconds: float
+    idle_seconds: float
+    created_at: float = field(default_factory=time.time)
+    last_used: float = field(default_factory=time.monotonic)
+    state: str = READY
+    calls: int = 0
+    # Calls with side effects run one at a time, in arrival order.
+    write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    inflight: set[asyncio.Task[Any]] = field(default_factory=set)
+
+    @property
+    def expires_at(self) -> float:
+        return self.created_at + self.ttl_seconds if self.ttl_seconds else 0.0

@@ -1,0 +1,1 @@
+"""What runs: tool semantics, talking to sandboxes only through their interface."""

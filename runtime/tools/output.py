@@ -1,0 +1,70 @@
+"""Turning raw command output into text the model can use, within caps."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+# CSI, OSC (terminated by BEL or ST), and the remaining two-byte escapes:
+# colours and cursor moves mean nothing to a model and cost tokens.
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+
+
+def strip_ansi(text: str) -> str:
+    return _ANSI.sub("", text)
+
+
+def _decode(data: bytes) -> tuple[str, bool]:
+    try:
+        return data.decode("utf-8"), False
+    except UnicodeDecodeError:
+        return data.decode("utf-8", errors="replace"), True
+
+
+def render_stream(head: bytes, tail: bytes, info: dict[str, Any]) -> tuple[str, bool]:
+    """Head + marker + tail as text; and whether invalid UTF-8 was replaced."""
+    total = int(info.get("total", len(head) + len(tail)))
+    dropped = total - len(head) - len(tail)
+    text_head, bad_head = _decode(head)
+    text_tail, bad_tail = _decode(tail)
+    if dropped > 0:
+        lines = int(info.get("dropped_lines", 0))
+        marker = (
+            f"\n[... {dropped} bytes ({lines} lines) dropped; kept the first {len(head)} "
+            f"and the last {len(tail)} bytes ...]\n"
+        )
+        text = text_head + marker + text_tail
+    else:
+        text = text_head + text_tail
+    return strip_ansi(text), bad_head or bad_tail
+
+
+def _middle_cut(text: str, keep: int) -> str:
+    if len(text) <= keep:
+        return text
+    head = keep // 5
+    tail = keep - head
+    dropped = len(text) - keep
+    marker = f"\n[... {dropped} characters dropped to fit the result size ...]\n"
+    return text[:head] + marker + text[len(text) - tail :]
+
+
+def fit_output(output: dict[str, Any], cap: int) -> dict[str, Any]:
+    """Shrink the longest text fields until the encoded output fits `cap` bytes."""
+    encoded = len(json.dumps(output, ensure_ascii=False).encode())
+    if encoded <= cap:
+        return output
+    fitted = dict(output)
+    for _ in range(32):
+        texts = [(len(v), k) for k, v in fitted.items() if isinstance(v, str)]
+        if not texts:
+            break
+        length, key = max(texts)
+        excess = encoded - cap
+        fitted[key] = _middle_cut(fitted[key], max(0, length - excess - 256))
+        fitted["result_truncated"] = True
+        encoded = len(json.dumps(fitted, ensure_ascii=False).encode())
+        if encoded <= cap:
+            break
+    return fitted

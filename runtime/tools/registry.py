@@ -1,0 +1,44 @@
+"""The tool catalog: lookup by name, argument validation, neutral export."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from pydantic import BaseModel
+
+from runtime.errors import UnknownTool
+from runtime.tools.base import Tool
+from runtime.tools.shell import SHELL
+from runtime.tools.validation import parse_arguments
+
+
+class Registry:
+    def __init__(self, tools: Iterable[Tool[Any]]) -> None:
+        self._tools = {tool.name: tool for tool in tools}
+
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def get(self, name: str) -> Tool[Any]:
+        tool = self._tools.get(name)
+        if tool is None:
+            shown = name if len(name) <= 64 else name[:61] + "..."
+            msg = f"unknown tool {shown!r}; available tools: {', '.join(self._tools)}"
+            raise UnknownTool(msg)
+        return tool
+
+    def parse(self, name: str, arguments_json: str) -> tuple[Tool[Any], BaseModel]:
+        tool = self.get(name)
+        return tool, parse_arguments(name, tool.arguments, arguments_json)
+
+    def catalog(self) -> list[dict[str, Any]]:
+        """The neutral catalog: [{name, description, parameters}]."""
+        return [
+            {"name": t.name, "description": t.description, "parameters": t.schema()}
+            for t in self._tools.values()
+        ]
+
+
+def default_registry() -> Registry:
+    return Registry([SHELL])

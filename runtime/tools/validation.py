@@ -1,0 +1,97 @@
+"""Untrusted tool arguments → a validated pydantic model, or a clear refusal.
+
+Everything here treats `arguments_json` as hostile: size and nesting depth
+are checked on the raw text before the JSON parser goes deep, then pydantic
+checks the schema. Messages name the field as a JSON pointer and say what
+was expected, so the model can correct itself.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from runtime.errors import InvalidArguments
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+MAX_ARGUMENT_BYTES = 16 << 20
+MAX_DEPTH = 32
+
+
+def nesting_depth(text: str) -> int:
+    """Deepest [ / { nesting outside JSON strings (a linear scan, no parsing)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth -= 1
+    return deepest
+
+
+def pointer(loc: tuple[int | str, ...]) -> str:
+    """A pydantic error location as an RFC 6901 JSON pointer."""
+    parts = [str(p).replace("~", "~0").replace("/", "~1") for p in loc]
+    return "/" + "/".join(parts) if parts else "/"
+
+
+def _describe(error: dict[str, Any]) -> str:
+    where = pointer(tuple(error.get("loc", ())))
+    kind = error.get("type", "")
+    if kind == "extra_forbidden":
+        return f"{where}: unknown property (not in this tool's schema)"
+    if kind == "missing":
+        return f"{where}: required property is missing"
+    got = json.dumps(error.get("input"), default=str)
+    if len(got) > 60:
+        got = got[:57] + "..."
+    return f"{where}: {error.get('msg', 'invalid')} (got {got})"
+
+
+def parse_arguments(
+    tool_name: str,
+    model: type[ModelT],
+    arguments_json: str,
+    max_bytes: int = MAX_ARGUMENT_BYTES,
+    max_depth: int = MAX_DEPTH,
+) -> ModelT:
+    size = len(arguments_json.encode())
+    if size > max_bytes:
+        msg = f"arguments of {tool_name} are {size} bytes; the limit is {max_bytes}"
+        raise InvalidArguments(msg)
+    text = arguments_json.strip() or "{}"
+    depth = nesting_depth(text)
+    if depth > max_depth:
+        msg = f"arguments of {tool_name} nest {depth} levels deep; the limit is {max_depth}"
+        raise InvalidArguments(msg)
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        msg = f"arguments of {tool_name} are not valid JSON: {exc}"
+        raise InvalidArguments(msg) from exc
+    if not isinstance(data, dict):
+        msg = f"arguments of {tool_name} must be a JSON object, got {type(data).__name__}"
+        raise InvalidArguments(msg)
+    # Strict OpenAI schemas make models send null for every optional
+    # property: null means absent.
+    data = {key: value for key, value in data.items() if value is not None}
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(_describe(e) for e in exc.errors(include_url=False))  # type: ignore[arg-type]
+        msg = f"invalid arguments for {tool_name}: {problems}"
+        raise InvalidArguments(msg) from exc

@@ -1,0 +1,152 @@
+"""Shared fixtures: a real daemon in-process, a client, and leak checks.
+
+Tests marked `docker` need a real engine and fail (never skip) without one.
+Every daemon a test starts has its own instance name, labels its containers
+`toolrt.test=1`, and its teardown fails the test if any container is left.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import docker
+import pytest
+
+from runtime.client import Client
+from runtime.config import Config, load_config
+from runtime.server.app import Daemon, build_daemon
+
+TEST_LABEL = "toolrt.test"
+IMAGE = "toolrt-sandbox:default"
+
+
+@pytest.fixture(scope="session")
+def docker_client() -> Iterator[docker.DockerClient]:
+    try:
+        client = docker.from_env(timeout=60)
+        client.ping()
+    except Exception as exc:  # noqa: BLE001
+        pytest.fail(f"these tests need a Docker engine and none answers: {exc}")
+    try:
+        client.images.get(IMAGE)
+    except docker.errors.ImageNotFound:
+        pytest.fail(f"the sandbox image {IMAGE} is missing: run `make image` (make test does)")
+    yield client
+    client.close()
+
+
+@pytest.fixture(autouse=True)
+def _engine_for_docker_tests(request: pytest.FixtureRequest) -> None:
+    if request.node.get_closest_marker("docker"):
+        request.getfixturevalue("docker_client")
+
+
+def containers_of(client: docker.DockerClient, instance: str) -> list[Any]:
+    return client.containers.list(all=True, filters={"label": f"toolrt.daemon={instance}"})
+
+
+def config_for_test(**overrides: Any) -> Config:
+    values: dict[str, Any] = {
+        "listen": "127.0.0.1:0",
+        "instance": f"test-{uuid.uuid4().hex[:10]}",
+        "extra_labels": {TEST_LABEL: "1"},
+    }
+    values.update(overrides)
+    return load_config(None, values, environ={})
+
+
+@dataclass
+class RunningDaemon:
+    daemon: Daemon
+    target: str
+    loop: asyncio.AbstractEventLoop
+    thread: threading.Thread
+
+    @property
+    def instance(self) -> str:
+        return self.daemon.config.instance
+
+    def run(self, coro: Any, timeout: float = 60) -> Any:
+        """Run a coroutine on the daemon's own event loop."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def stop(self) -> None:
+        if self.thread.is_alive():
+            self.run(self.daemon.stop(grace=2))
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(30)
+
+
+def start_daemon(config: Config) -> RunningDaemon:
+    loop = asyncio.new_event_loop()
+    ready = threading.Event()
+    holder: dict[str, Any] = {}
+
+    def main() -> None:
+        asyncio.set_event_loop(loop)
+
+        async def boot() -> None:
+            try:
+                daemon = build_daemon(config)
+                await daemon.start()
+                holder["daemon"] = daemon
+            except BaseException as exc:  # noqa: BLE001 - reported to the test
+                holder["error"] = exc
+            ready.set()
+
+        loop.create_task(boot())
+        loop.run_forever()
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
+
+    thread = threading.Thread(target=main, name=f"daemon-{config.instance}", daemon=True)
+    thread.start()
+    ready.wait(60)
+    if "error" in holder:
+        loop.call_soon_threadsafe(loop.stop)
+        raise holder["error"]
+    daemon = holder["daemon"]
+    return RunningDaemon(daemon, f"127.0.0.1:{daemon.port}", loop, thread)
+
+
+@pytest.fixture
+def make_daemon(docker_client: docker.DockerClient) -> Iterator[Any]:
+    """Start daemons with config overrides; all stopped and leak-checked after."""
+    started: list[RunningDaemon] = []
+
+    def make(**overrides: Any) -> RunningDaemon:
+        running = start_daemon(config_for_test(**overrides))
+        started.append(running)
+        return running
+
+    yield make
+    leaked: list[str] = []
+    for running in started:
+        running.stop()
+        for container in containers_of(docker_client, running.instance):
+            leaked.append(container.name)
+            container.remove(force=True)
+    if leaked:
+        pytest.fail(f"containers left behind after the daemon stopped: {leaked}")
+
+
+@pytest.fixture
+def daemon(make_daemon: Any) -> RunningDaemon:
+    return make_daemon()  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def client(daemon: RunningDaemon) -> Iterator[Client]:
+    with Client(daemon.target) as c:
+        yield c
+
+
+@pytest.fixture
+def session(client: Client) -> Iterator[Any]:
+    with client.session() as s:
+        yield s

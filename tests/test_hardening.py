@@ -1,0 +1,91 @@
+"""A session's container is hardened: read back from the engine and from inside."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.docker
+
+
+def test_container_is_labelled_and_hardened(daemon, client, docker_client):
+    with client.session() as session:
+        container = docker_client.containers.get(f"toolrt-{session.id}")
+        labels = container.labels
+        assert labels["toolrt.session"] == session.id
+        assert labels["toolrt.daemon"] == daemon.instance
+        assert labels["toolrt.tenant"] == "default"
+
+        host = container.attrs["HostConfig"]
+        assert host["NetworkMode"] == "none"
+        assert host["CapDrop"] == ["ALL"]
+        assert sorted(host["CapAdd"]) == ["KILL", "SETGID", "SETUID"]
+        assert "no-new-privileges" in host["SecurityOpt"]
+        assert host["ReadonlyRootfs"] is True
+        assert host["Memory"] > 0 and host["MemorySwap"] == host["Memory"]
+        assert host["NanoCpus"] > 0
+        assert host["PidsLimit"] > 0
+        assert host["LogConfig"]["Type"] == "none"
+        assert "exec" in host["Tmpfs"]["/workspace"].split(",")
+        assert "size=" in host["Tmpfs"]["/workspace"] and "size=" in host["Tmpfs"]["/tmp"]
+        mounts = container.attrs["Mounts"]
+        assert all("docker.sock" not in m["Source"] for m in mounts)
+        assert all(m["RW"] is False for m in mounts if m["Type"] == "bind")
+
+
+def test_commands_run_unprivileged_without_network(session):
+    result = session.shell(
+        "id -u; id -G; grep -E '^(CapEff|CapPrm|NoNewPrivs)' /proc/self/status; "
+        "ls /sys/class/net; touch /etc/x 2>&1; touch /workspace/ok /tmp/ok && echo writable; "
+        "ls -l /var/run/docker.sock 2>&1"
+    )
+    assert result.ok, result
+    out = result.output["stdout"]
+    lines = out.splitlines()
+    assert lines[0] == "1000"
+    assert lines[1] == "1000"  # no supplementary groups
+    assert "CapEff:\t0000000000000000" in out
+    assert "CapPrm:\t0000000000000000" in out
+    assert "NoNewPrivs:\t1" in out
+    assert "eth0" not in out  # only loopback
+    assert "Read-only file system" in out
+    assert "writable" in out
+    assert "No such file" in out  # no Docker socket
+
+
+def test_workspace_size_is_capped(client):
+    with client.session(limits={"workspace_bytes": 8 << 20}) as session:
+        result = session.shell("head -c 20000000 /dev/zero > /workspace/big; echo rc=$?")
+        assert "rc=1" in result.output["stdout"]
+        assert "No space left" in result.output["stderr"]
+
+
+def test_user_code_cannot_kill_or_write_into_the_agent(session):
+    result = session.shell(
+        "kill -9 1; echo kill=$?; "
+        "echo x > /proc/1/fd/0 2>/dev/null; echo write0=$?; "
+        "echo x > /proc/1/fd/10 2>/dev/null; echo write10=$?; "
+        "ls /proc/1/fd 2>/dev/null | wc -l; "
+        "echo x > /opt/toolrt/agent.py 2>/dev/null; echo agentfile=$?"
+    )
+    out = result.output["stdout"]
+    assert "kill=1" in out
+    assert "write0=1" in out and "write10=1" in out
+    assert "agentfile=1" in out
+    # The agent is still there and still answering.
+    again = session.shell("echo alive")
+    assert again.ok and again.output["stdout"] == "alive\n"
+
+
+def test_protocol_descriptors_are_not_inherited(session):
+    result = session.shell("ls /proc/self/fd")
+    fds = sorted(int(x) for x in result.output["stdout"].split())
+    # bash's own 0,1,2 and ls's directory handle: nothing of the agent.
+    assert max(fds) <= 3, fds
+
+
+def test_session_env_reaches_commands_only(client, docker_client):
+    with client.session(env={"SECRET_TOKEN": "s3cr3t"}) as session:
+        result = session.shell("echo $SECRET_TOKEN; cat /proc/1/environ 2>&1 | tr '\\0' ' '")
+        assert result.output["stdout"].startswith("s3cr3t\n")
+        container = docker_client.containers.get(f"toolrt-{session.id}")
+        assert not any("SECRET_TOKEN" in e for e in container.attrs["Config"]["Env"])

@@ -1,0 +1,245 @@
+"""Sessions: create, get, list, close; losing a sandbox; daemon start and stop."""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import subprocess
+import sys
+import tarfile
+import threading
+import time
+import uuid
+
+import docker
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
+from runtime.client import Client, ToolrtRpcError
+
+from .conftest import TEST_LABEL, containers_of
+
+pytestmark = pytest.mark.docker
+
+
+def wait_for(predicate, timeout: float = 20.0, interval: float = 0.1):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    pytest.fail("condition not reached in time")
+
+
+def test_get_list_close_and_close_again(client, docker_client):
+    session = client.create_session()
+    assert session.state == "ready" and session.image == "toolrt-sandbox:default"
+    assert session.expires_at == 0 or session.expires_at > session.created_at
+    assert client.get_session(session.id).id == session.id
+    assert [s.id for s in client.list_sessions()] == [session.id]
+
+    assert client.close_session(session.id) == "closed"
+    with pytest.raises(docker.errors.NotFound):
+        docker_client.containers.get(f"toolrt-{session.id}")
+    assert client.close_session(session.id) == "closed"  # idempotent
+    with pytest.raises(ToolrtRpcError) as err:
+        client.get_session(session.id)
+    assert err.value.code == grpc.StatusCode.NOT_FOUND
+    assert client.list_sessions() == []
+    with pytest.raises(ToolrtRpcError) as err:
+        client.call(session.id, "shell", {"command": "true"})
+    assert err.value.code == grpc.StatusCode.NOT_FOUND
+
+
+def test_unknown_session_and_empty_call_id(client, session):
+    with pytest.raises(ToolrtRpcError) as err:
+        client.close_session("does-not-exist")
+    assert err.value.code == grpc.StatusCode.NOT_FOUND
+    request = pb.ExecuteRequest(session_id=session.id, call=pb.ToolCall(name="shell"))
+    with pytest.raises(grpc.RpcError) as rpc_err:
+        client.stub.Execute(request)
+    assert rpc_err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_request_limits_are_clamped_and_labels_cannot_override(client, docker_client):
+    with client.session(
+        limits={"memory_bytes": 1 << 50, "pids": 100},
+        labels={"toolrt.session": "forged", "team": "a"},
+    ) as session:
+        container = docker_client.containers.get(f"toolrt-{session.id}")
+        assert container.labels["toolrt.session"] == session.id
+        assert container.labels["team"] == "a"
+        assert container.attrs["HostConfig"]["PidsLimit"] == 100
+        assert session.info.limits.memory_bytes < 1 << 50
+        assert container.attrs["HostConfig"]["Memory"] == session.info.limits.memory_bytes
+
+
+def test_container_killed_mid_call_is_sandbox_lost(client, docker_client):
+    session = client.create_session()
+    container = docker_client.containers.get(f"toolrt-{session.id}")
+    threading.Timer(1.0, container.kill).start()
+    started = time.monotonic()
+    result = client.call(session.id, "shell", {"command": "sleep 60"})
+    assert result.error_code == "SANDBOX_LOST"
+    assert time.monotonic() - started < 10
+    # The session is closed and its container gone.
+    wait_for(lambda: not client.list_sessions())
+
+    def container_gone() -> bool:
+        try:
+            docker_client.containers.get(f"toolrt-{session.id}")
+        except docker.errors.NotFound:
+            return True
+        return False
+
+    wait_for(container_gone)
+
+
+def test_image_without_python_is_refused(client, docker_client):
+    data = io.BytesIO()
+    with tarfile.open(fileobj=data, mode="w") as tar:
+        info = tarfile.TarInfo("etc/hostname")
+        info.size = 3
+        tar.addfile(info, io.BytesIO(b"no\n"))
+    name = f"toolrt-test-nopython:{uuid.uuid4().hex[:8]}"
+    repository, tag = name.split(":")
+    docker_client.api.import_image_from_data(data.getvalue(), repository=repository, tag=tag)
+    try:
+        with pytest.raises(ToolrtRpcError) as err:
+            client.create_session(image=name)
+        assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT
+        assert "python3" in err.value.details
+        with pytest.raises(ToolrtRpcError) as err:
+            client.create_session(image="toolrt-no-such-image:1")
+        assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT
+        assert "never pulls" in err.value.details
+    finally:
+        docker_client.images.remove(name, force=True)
+
+
+def test_engine_down_is_unavailable(make_daemon, tmp_path):
+    running = make_daemon(docker_host=f"unix://{tmp_path}/no-engine.sock", docker_timeout_s=3)
+    with Client(running.target) as client, pytest.raises(ToolrtRpcError) as err:
+        client.create_session()
+    assert err.value.code == grpc.StatusCode.UNAVAILABLE
+    assert "engine" in err.value.details
+
+
+def test_health_and_reflection_are_served(daemon):
+    channel = grpc.insecure_channel(daemon.target)
+    health = health_pb2_grpc.HealthStub(channel)
+    reply = health.Check(health_pb2.HealthCheckRequest(service="toolruntime.v1.ToolRuntime"))
+    assert reply.status == health_pb2.HealthCheckResponse.SERVING
+    from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+    stub = reflection_pb2_grpc.ServerReflectionStub(channel)
+    replies = stub.ServerReflectionInfo(
+        iter([reflection_pb2.ServerReflectionRequest(list_services="")])
+    )
+    names = {s.name for r in replies for s in r.list_services_response.service}
+    assert "toolruntime.v1.ToolRuntime" in names
+    channel.close()
+
+
+# -- the daemon as a separate process ---------------------------------------------
+
+
+class DaemonProcess:
+    """`toolrt serve` in a child process, its log in a file."""
+
+    def __init__(self, instance: str, port: int, log_path) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLRT_")}
+        self.target = f"127.0.0.1:{port}"
+        self.log_path = log_path
+        with open(log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "runtime",
+                    "serve",
+                    "--listen",
+                    self.target,
+                    "--instance",
+                    instance,
+                ],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        channel = grpc.insecure_channel(self.target)
+        try:
+            grpc.channel_ready_future(channel).result(timeout=30)
+        finally:
+            channel.close()
+
+    def log(self) -> str:
+        return self.log_path.read_text()
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(10)
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def instance(docker_client):
+    name = f"test-{uuid.uuid4().hex[:10]}"
+    yield name
+    for container in containers_of(docker_client, name):
+        container.remove(force=True)
+
+
+def test_sigterm_answers_in_flight_calls_and_leaves_no_container(docker_client, instance, tmp_path):
+    daemon = DaemonProcess(instance, free_port(), tmp_path / "daemon.log")
+    try:
+        with Client(daemon.target) as client:
+            sessions = [client.create_session(labels={TEST_LABEL: "1"}) for _ in range(2)]
+            results = {}
+
+            def call(sid: str) -> None:
+                results[sid] = client.call(sid, "shell", {"command": "sleep 60"})
+
+            threads = [threading.Thread(target=call, args=(s.id,)) for s in sessions]
+            for t in threads:
+                t.start()
+            time.sleep(1.0)
+            daemon.proc.send_signal(signal.SIGTERM)
+            for t in threads:
+                t.join(20)
+            assert daemon.proc.wait(20) == 0, daemon.log()
+        assert {r.error_code for r in results.values()} == {"SANDBOX_LOST"}, results
+        assert all("shutting down" in r.error_message for r in results.values())
+        assert containers_of(docker_client, instance) == []
+    finally:
+        daemon.kill()
+
+
+def test_orphans_of_a_killed_daemon_are_reaped_at_next_start(docker_client, instance, tmp_path):
+    port = free_port()
+    first = DaemonProcess(instance, port, tmp_path / "first.log")
+    try:
+        with Client(first.target) as client:
+            client.create_session(labels={TEST_LABEL: "1"})
+            client.create_session(labels={TEST_LABEL: "1"})
+    finally:
+        first.kill()
+    assert len(containers_of(docker_client, instance)) == 2
+    second = DaemonProcess(instance, port, tmp_path / "second.log")
+    try:
+        assert containers_of(docker_client, instance) == []
+        assert "removed 2 sandbox(es) left by a previous run" in second.log()
+    finally:
+        second.kill()

@@ -1,0 +1,168 @@
+"""`shell` end to end through gRPC against a real sandbox."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import psutil
+import pytest
+
+from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
+
+pytestmark = pytest.mark.docker
+
+
+def user_processes(docker_client, session_id: str) -> list[str]:
+    """Commands of processes in the sandbox other than the agent itself."""
+    top = docker_client.containers.get(f"toolrt-{session_id}").top(ps_args="-eo pid,ppid,user,args")
+    return [" ".join(p[3:]) for p in top["Processes"] if "agent.py" not in " ".join(p)]
+
+
+def test_result_is_tied_to_the_call_id_and_carries_exit_code(session):
+    result = session.call("shell", {"command": "echo out; echo err >&2; exit 3"}, call_id="call-7")
+    assert result.call_id == "call-7"
+    assert result.ok
+    assert result.output == {
+        "exit_code": 3,
+        "stdout": "out\n",
+        "stderr": "err\n",
+        "stdout_truncated": False,
+        "stderr_truncated": False,
+        "stdout_total_bytes": 4,
+        "stderr_total_bytes": 4,
+        "timed_out": False,
+    }
+
+
+def test_killed_command_reports_128_plus_signal(session):
+    assert session.shell("kill -TERM $$").output["exit_code"] == 143
+
+
+def test_cwd_env_and_timeout_arguments(session):
+    session.shell("mkdir -p /workspace/sub")
+    result = session.shell("pwd; echo $GREETING", cwd="/workspace/sub", env={"GREETING": "hi"})
+    assert result.output["stdout"] == "/workspace/sub\nhi\n"
+    missing = session.shell("pwd", cwd="/workspace/nope")
+    assert missing.error_code == "NOT_FOUND"
+
+
+def test_timeout_kills_setsid_and_double_forked_children(session, docker_client):
+    started = time.monotonic()
+    result = session.shell(
+        "sleep 300 & setsid sleep 301 & (setsid bash -c 'sleep 302 &' &) ; echo started; sleep 303",
+        timeout_s=1.5,
+    )
+    elapsed = time.monotonic() - started
+    assert result.error_code == "TIMEOUT"
+    assert result.output["timed_out"] is True
+    assert result.output["stdout"] == "started\n"  # the output so far
+    assert elapsed < 1.5 + 1.0 + 0.5  # deadline + 1 s (+ RPC slack)
+    leftovers = [p for p in user_processes(docker_client, session.id) if "sleep" in p]
+    assert leftovers == []
+
+
+def test_background_child_does_not_hold_the_call_open(session, docker_client):
+    started = time.monotonic()
+    result = session.shell("(sleep 30; echo late) & echo now")
+    assert time.monotonic() - started < 5
+    assert result.ok and result.output["stdout"] == "now\n"
+    assert any("sleep 30" in p for p in user_processes(docker_client, session.id))
+    # A background child that keeps printing is drained, not blocked or killed.
+    session.shell("(for i in $(seq 1 2000); do head -c 1000 /dev/zero; done; touch /tmp/done) &")
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if session.shell("test -e /tmp/done").output["exit_code"] == 0:
+            break
+        time.sleep(0.2)
+    else:
+        pytest.fail("a background writer was blocked once its call returned")
+
+
+def test_output_flood_is_capped_and_daemon_memory_stays_flat(client):
+    daemon_process = psutil.Process()
+    with client.session(limits={"output_cap_bytes": 64 * 1024}) as session:
+        session.shell("true")
+        before = daemon_process.memory_info().rss
+        result = session.shell(
+            "head -c 1500000000 /dev/zero | tr '\\0' 'x'; echo done >&2", timeout_s=120
+        )
+        after = daemon_process.memory_info().rss
+    assert result.ok, result
+    out = result.output
+    assert out["stdout_truncated"] is True
+    assert out["stdout_total_bytes"] == 1_500_000_000
+    assert out["stderr"] == "done\n"
+    assert len(out["stdout"]) < 64 * 1024 + 200  # the cap plus the marker
+    assert after - before < 64 << 20, f"daemon RSS grew by {(after - before) >> 20} MiB"
+
+
+def test_invalid_utf8_never_breaks_the_result(session):
+    result = session.shell("printf 'a\\xff\\xfeb'")
+    assert result.ok
+    assert result.output["stdout"] == "a\ufffd\ufffdb"
+    assert result.output["invalid_utf8_replaced"] is True
+
+
+def test_memory_bomb_is_limit_exceeded_and_session_survives(client):
+    with client.session(limits={"memory_bytes": 128 << 20}) as session:
+        bomb = session.shell("python3 -c 'x = bytearray(1 << 30); print(len(x))'", timeout_s=60)
+        assert bomb.error_code == "LIMIT_EXCEEDED", bomb
+        assert "memory" in bomb.error_message
+        after = session.shell("echo still here")
+        assert after.ok and after.output["stdout"] == "still here\n"
+
+
+def test_fork_bomb_hits_pids_limit_and_agent_still_answers(client, docker_client):
+    with client.session(limits={"pids": 64}) as session, client.session() as neighbour:
+        started = time.monotonic()
+        bomb = session.shell("bomb() { bomb | bomb & }; bomb; sleep 30", timeout_s=3)
+        assert bomb.error_code == "TIMEOUT", bomb
+        assert time.monotonic() - started < 3 + 1.5
+        # The agent answers, the bomb is gone, and other sessions never noticed.
+        answer = session.shell("echo alive")
+        assert answer.ok and answer.output["stdout"] == "alive\n"
+        assert user_processes(docker_client, session.id) == []
+        assert neighbour.shell("echo fine").output["stdout"] == "fine\n"
+
+
+def test_streaming_delivers_chunks_before_the_end(client, session):
+    arrivals = []
+    started = time.monotonic()
+    for event in client.stream(
+        session.id, "shell", {"command": "echo first; sleep 1.5; echo second >&2"}
+    ):
+        arrivals.append((time.monotonic() - started, event))
+    assert arrivals[0][1] == ("stdout", b"first\n")
+    assert arrivals[0][0] < 1.0  # before the command ended
+    assert arrivals[1][1] == ("stderr", b"second\n")
+    final = arrivals[-1][1]
+    assert len(arrivals) == 3 and final.ok and final.output["stdout"] == "first\n"
+
+
+def test_batch_results_come_back_in_call_order(client, session):
+    calls = [
+        pb.ToolCall(id=f"c{i}", name="shell", arguments_json=json.dumps({"command": f"echo {i}"}))
+        for i in range(4)
+    ]
+    calls.insert(2, pb.ToolCall(id="bad", name="shell", arguments_json="{not json"))
+    reply = client.stub.ExecuteBatch(pb.ExecuteBatchRequest(session_id=session.id, calls=calls))
+    assert [r.call_id for r in reply.results] == ["c0", "c1", "bad", "c2", "c3"]
+    assert reply.results[2].error.code == "INVALID_ARGUMENTS"
+    assert [json.loads(r.output_json).get("stdout") for r in reply.results] == [
+        "0\n",
+        "1\n",
+        None,
+        "2\n",
+        "3\n",
+    ]
+
+
+def test_validation_failures_run_nothing(session):
+    bad = session.call("shell", {"command": "touch /workspace/ran", "bogus": 1})
+    assert bad.error_code == "INVALID_ARGUMENTS"
+    assert "/bogus" in bad.error_message
+    assert bad.output == {}
+    assert session.shell("test -e /workspace/ran").output["exit_code"] == 1
+    unknown = session.call("rm_rf", {})
+    assert unknown.error_code == "UNKNOWN_TOOL" and "shell" in unknown.error_message
