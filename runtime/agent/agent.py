@@ -211,7 +211,7 @@ class Agent:
             os.set_blocking(stdin_w, False)
             self.sel.register(stdin_w, selectors.EVENT_WRITE, ("stdin", [call, memoryview(body)]))
 
-    def on_output(self, fd: int, call: Call) -> None:
+    def on_output(self, fd: int, call: Call, draining: bool = False) -> None:
         if fd not in call.fds:
             return  # closed earlier in this round of events
         try:
@@ -224,7 +224,8 @@ class Agent:
             self.sel.unregister(fd)
             os.close(fd)
             call.fds.pop(fd, None)
-            self.maybe_finish(call)
+            if not draining:
+                self.maybe_finish(call)
             return
         if call.done:
             # A background child still writes: drain and discard, so it
@@ -281,7 +282,7 @@ class Agent:
         for fd in list(call.fds):
             while fd in call.fds and not call.done:
                 before = call.captures[call.fds[fd]].total
-                self.on_output(fd, call)
+                self.on_output(fd, call, draining=True)
                 if fd in call.fds and call.captures[call.fds[fd]].total == before:
                     break
 
@@ -300,6 +301,8 @@ class Agent:
         self.finish(call)
 
     def finish(self, call: Call) -> None:
+        if call.done:
+            return
         call.done = True
         self.calls.pop(call.rid, None)
         out = call.captures["stdout"].finish()
@@ -400,14 +403,21 @@ class Agent:
             }
         )
         while True:
-            timeout = self.check_deadlines()
+            try:
+                timeout = self.check_deadlines()
+            except Exception as exc:  # noqa: BLE001 - keep serving the other calls
+                print(f"agent: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+                timeout = 0.05
             for key, _ in self.sel.select(timeout):
                 try:
                     if not self.dispatch(key):
                         return
                 except Exception as exc:  # noqa: BLE001 - keep serving the other calls
                     print(f"agent: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
-            self.on_children()
+            try:
+                self.on_children()
+            except Exception as exc:  # noqa: BLE001 - keep serving the other calls
+                print(f"agent: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
 
     def dispatch(self, key: selectors.SelectorKey) -> bool:
         kind, data = key.data
