@@ -1,0 +1,121 @@
+"""The contract outside clients rely on: every RPC served, every error mapped."""
+
+from __future__ import annotations
+
+import inspect
+
+import grpc
+
+from runtime import errors
+from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
+from runtime._proto.toolruntime.v1 import runtime_pb2_grpc as pb_grpc
+from runtime.server.service import ToolRuntimeService
+
+DESIGN_RPCS = {
+    "CreateSession",
+    "GetSession",
+    "ListSessions",
+    "CloseSession",
+    "ListTools",
+    "Execute",
+    "ExecuteBatch",
+    "ExecuteStream",
+}
+DESIGN_TOOL_CODES = {
+    "UNKNOWN_TOOL",
+    "INVALID_ARGUMENTS",
+    "PATH_DENIED",
+    "NOT_FOUND",
+    "TIMEOUT",
+    "LIMIT_EXCEEDED",
+    "BUDGET_EXHAUSTED",
+    "SANDBOX_LOST",
+    "OUTCOME_UNKNOWN",
+    "INTERNAL",
+}
+
+
+def test_every_rpc_of_the_proto_is_implemented():
+    service = pb.DESCRIPTOR.services_by_name["ToolRuntime"]
+    declared = {method.name for method in service.methods}
+    assert declared >= DESIGN_RPCS
+    for name in declared:
+        implemented = getattr(ToolRuntimeService, name)
+        assert implemented is not getattr(pb_grpc.ToolRuntimeServicer, name), name
+        assert inspect.iscoroutinefunction(implemented) or inspect.isasyncgenfunction(
+            implemented
+        ), name
+
+
+def test_design_field_names_are_in_the_proto():
+    fields = {
+        name: {f.name for f in msg.fields}
+        for name, msg in pb.DESCRIPTOR.message_types_by_name.items()
+    }
+    assert {
+        "image",
+        "limits",
+        "allowlist",
+        "env",
+        "ttl_seconds",
+        "idle_seconds",
+        "labels",
+        "workspace_tar",
+    } <= fields["CreateSessionRequest"]
+    assert {"id", "state", "image", "limits", "allowlist", "created_at", "expires_at"} <= fields[
+        "Session"
+    ]
+    assert {
+        "memory_bytes",
+        "cpus",
+        "pids",
+        "workspace_bytes",
+        "tmp_bytes",
+        "call_timeout_s",
+        "max_calls",
+        "output_cap_bytes",
+    } <= fields["Limits"]
+    assert {"read_roots", "write_roots", "deny_globs"} <= fields["Allowlist"]
+    assert {"id", "name", "arguments_json"} <= fields["ToolCall"]
+    assert {"call_id", "ok", "output_json", "error", "duration_ms"} <= fields["ToolResult"]
+    assert {"code", "message", "retryable"} <= fields["ToolError"]
+    assert {"stdout", "stderr", "result"} <= fields["ExecuteEvent"]
+
+
+def test_every_tool_failure_has_a_design_code_and_every_code_a_class():
+    codes = {cls.code for cls in errors.TOOL_FAILURES}
+    assert codes == DESIGN_TOOL_CODES
+    declared = {
+        obj
+        for obj in vars(errors).values()
+        if inspect.isclass(obj)
+        and issubclass(obj, errors.ToolFailure)
+        and obj is not errors.ToolFailure
+    }
+    assert declared == set(errors.TOOL_FAILURES)
+
+
+def test_every_request_error_maps_to_a_grpc_status():
+    declared = {
+        obj
+        for obj in vars(errors).values()
+        if inspect.isclass(obj)
+        and issubclass(obj, errors.RequestError)
+        and obj is not errors.RequestError
+    }
+    assert declared == set(errors.REQUEST_ERRORS)
+    statuses = {cls.status for cls in declared}
+    assert statuses == {
+        grpc.StatusCode.UNAUTHENTICATED,
+        grpc.StatusCode.NOT_FOUND,
+        grpc.StatusCode.INVALID_ARGUMENT,
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        grpc.StatusCode.UNAVAILABLE,
+    }
+
+
+def test_client_package_exports_are_complete():
+    import runtime.client as client
+
+    public = {n for n, o in vars(client).items() if not n.startswith("_") and inspect.isclass(o)}
+    assert public <= set(client.__all__)

@@ -1,0 +1,98 @@
+"""Argument validation and output shaping: pure logic, no engine."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from runtime.errors import InvalidArguments, UnknownTool
+from runtime.tools.output import fit_output, render_stream, strip_ansi
+from runtime.tools.registry import default_registry
+from runtime.tools.shell import ShellArgs
+from runtime.tools.validation import nesting_depth, parse_arguments, pointer
+
+
+def parse(text: str) -> ShellArgs:
+    return parse_arguments("shell", ShellArgs, text)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("{not json", "not valid JSON"),
+        ("[1, 2]", "must be a JSON object, got list"),
+        ('"ls"', "must be a JSON object, got str"),
+        ("{}", "/command: required property is missing"),
+        ('{"command": 5}', "/command: Input should be a valid string"),
+        ('{"command": "ls", "extra": 1}', "/extra: unknown property"),
+        ('{"command": "ls", "timeout_s": 0}', "/timeout_s: Input should be greater than 0"),
+        ('{"command": "ls", "timeout_s": -3}', "/timeout_s"),
+        ('{"command": "ls", "timeout_s": NaN}', "/timeout_s"),
+        ('{"command": "ls", "cwd": "relative/dir"}', "/cwd: Value error, must be an absolute path"),
+        ('{"command": "ls", "env": {"A": 1}}', "/env/A: Input should be a valid string"),
+        ('{"command": "ls", "env": {"A=B": "x"}}', "/env"),
+        ('{"command": ""}', "/command"),
+    ],
+)
+def test_invalid_arguments_name_the_field(text, expected):
+    with pytest.raises(InvalidArguments) as err:
+        parse(text)
+    assert expected in err.value.message
+
+
+def test_null_means_absent_and_valid_arguments_parse():
+    args = parse('{"command": "ls", "cwd": null, "timeout_s": null, "env": null}')
+    assert args.command == "ls" and args.cwd is None and args.timeout_s is None
+    with pytest.raises(InvalidArguments) as err:
+        parse("  ")  # empty text is {}: the command is missing
+    assert "/command" in err.value.message
+
+
+def test_deep_and_huge_arguments_are_refused_before_parsing():
+    deep = '{"command": "ls", "env": ' + "[" * 10_000 + "]" * 10_000 + "}"
+    with pytest.raises(InvalidArguments) as err:
+        parse(deep)
+    assert "nest" in err.value.message
+    huge = json.dumps({"command": "x" * 200})
+    with pytest.raises(InvalidArguments) as err:
+        parse_arguments("shell", ShellArgs, huge, max_bytes=100)
+    assert "limit is 100" in err.value.message
+
+
+def test_nesting_depth_ignores_brackets_inside_strings():
+    assert nesting_depth('{"a": "[[[[{{{{", "b": [1, [2]]}') == 3
+    assert nesting_depth('{"a": "\\"[["}') == 1
+
+
+def test_pointer_escapes_per_rfc6901():
+    assert pointer(("env", "a/b~c")) == "/env/a~1b~0c"
+    assert pointer(()) == "/"
+
+
+def test_unknown_tool_lists_the_available_ones():
+    with pytest.raises(UnknownTool) as err:
+        default_registry().get("nope")
+    assert "shell" in err.value.message
+
+
+def test_render_stream_marks_what_was_dropped():
+    text, replaced = render_stream(b"head\n", b"tail\n", {"total": 1000, "dropped_lines": 7})
+    assert text.startswith("head\n")
+    assert text.endswith("tail\n")
+    assert "990 bytes (7 lines) dropped" in text
+    assert replaced is False
+    text, replaced = render_stream(b"\xff", b"", {"total": 1})
+    assert text == "\ufffd" and replaced is True
+
+
+def test_ansi_sequences_are_stripped():
+    assert strip_ansi("\x1b[31mred\x1b[0m \x1b]0;title\x07done") == "red done"
+
+
+def test_fit_output_keeps_results_under_the_cap():
+    output = {"exit_code": 0, "stdout": "x" * 500_000, "stderr": "\x01" * 100_000}
+    fitted = fit_output(output, 100_000)
+    assert len(json.dumps(fitted, ensure_ascii=False).encode()) <= 100_000
+    assert fitted["result_truncated"] is True
+    assert fitted["exit_code"] == 0
