@@ -36,6 +36,7 @@ def test_commands_run_unprivileged_without_network(session):
     result = session.shell(
         "id -u; id -G; grep -E '^(CapEff|CapPrm|NoNewPrivs)' /proc/self/status; "
         "ls /sys/class/net; touch /etc/x 2>&1; touch /workspace/ok /tmp/ok && echo writable; "
+        "stat -c 'owner %u %n' /workspace /tmp; "
         "ls -l /var/run/docker.sock 2>&1"
     )
     assert result.ok, result
@@ -49,6 +50,7 @@ def test_commands_run_unprivileged_without_network(session):
     assert "eth0" not in out  # only loopback
     assert "Read-only file system" in out
     assert "writable" in out
+    assert "owner 1000 /workspace" in out and "owner 1000 /tmp" in out
     assert "No such file" in out  # no Docker socket
 
 

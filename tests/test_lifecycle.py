@@ -129,6 +129,13 @@ def test_engine_down_is_unavailable(make_daemon, tmp_path):
     assert "engine" in err.value.details
 
 
+def test_daemon_also_serves_on_a_unix_socket(make_daemon, tmp_path):
+    path = tmp_path / "toolrt.sock"
+    make_daemon(unix_socket=str(path))
+    with Client(f"unix:{path}") as client, client.session() as session:
+        assert session.shell("echo via-unix").output["stdout"] == "via-unix\n"
+
+
 def test_health_and_reflection_are_served(daemon):
     channel = grpc.insecure_channel(daemon.target)
     health = health_pb2_grpc.HealthStub(channel)

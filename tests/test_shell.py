@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 
+import grpc
 import psutil
 import pytest
 
@@ -60,6 +61,22 @@ def test_timeout_kills_setsid_and_double_forked_children(session, docker_client)
     assert elapsed < 1.5 + 1.0 + 0.5  # deadline + 1 s (+ RPC slack)
     leftovers = [p for p in user_processes(docker_client, session.id) if "sleep" in p]
     assert leftovers == []
+
+
+def test_client_cancellation_kills_the_calls_processes(client, session, docker_client):
+    call = pb.ToolCall(
+        id="cancel-me",
+        name="shell",
+        arguments_json=json.dumps({"command": "setsid sleep 311 & sleep 312"}),
+    )
+    with pytest.raises(grpc.RpcError) as err:
+        client.stub.Execute(pb.ExecuteRequest(session_id=session.id, call=call), timeout=1.5)
+    assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    deadline = time.monotonic() + 10
+    while any("sleep 31" in p for p in user_processes(docker_client, session.id)):
+        assert time.monotonic() < deadline, "cancelled call left processes behind"
+        time.sleep(0.2)
+    assert session.shell("echo next").output["stdout"] == "next\n"
 
 
 def test_background_child_does_not_hold_the_call_open(session, docker_client):

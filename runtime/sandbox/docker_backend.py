@@ -172,7 +172,10 @@ class DockerBackend:
                     f"{tmpfs_opts},size={limits.workspace_bytes},"
                     f"uid={SANDBOX_UID},gid={SANDBOX_UID},mode=0755"
                 ),
-                "/tmp": f"{tmpfs_opts},size={limits.tmp_bytes},mode=1777",
+                "/tmp": (
+                    f"{tmpfs_opts},size={limits.tmp_bytes},"
+                    f"uid={SANDBOX_UID},gid={SANDBOX_UID},mode=1777"
+                ),
             },
             "mem_limit": limits.memory_bytes,
             "memswap_limit": limits.memory_bytes,
