@@ -25,6 +25,7 @@ from typing import Any
 # read-only root-owned bind mount, so putting it back is safe.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import background  # noqa: E402
 import procs  # noqa: E402
 import protocol  # noqa: E402
 
@@ -98,6 +99,23 @@ class Call:
         self.status_fd = -1
         self.done = False
         self.started = time.monotonic()
+        # Silence detection: no output for idle_s → on_idle ("background" or "kill").
+        self.idle_s = float(spec.get("idle_timeout_s") or 0)
+        self.on_idle = str(spec.get("on_idle", "kill"))
+        self.last_output = self.started
+        # `background` calls answer after a short settle time and never time out.
+        self.settle_at: float | None = None
+        if spec.get("background"):
+            self.settle_at = self.started + float(spec.get("settle_s", 0.5))
+            self.deadline = float("inf")
+            self.idle_s = 0.0
+        # The FIFO the command's EXIT trap reports its directory (and env) to.
+        self.state_fd = -1
+        self.state_path = ""
+        self.state_buf = bytearray()
+        self.shell_state: dict[str, Any] | None = None
+        # Set once the call was answered but its processes kept running.
+        self.proc: background.Proc | None = None
 
 
 class Agent:
@@ -112,7 +130,12 @@ class Agent:
             "exec": self.op_exec,
             "cancel": self.op_cancel,
             "ping": self.op_ping,
+            "process_list": self.op_process_list,
+            "process_output": self.op_process_output,
+            "process_kill": self.op_process_kill,
         }
+        self.background = background.Registry()
+        self.state_dir = background.make_state_dir()
         self.wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         signal.set_wakeup_fd(wake_w)
         signal.signal(signal.SIGCHLD, lambda *_: None)
@@ -162,8 +185,18 @@ class Agent:
 
     # -- exec -------------------------------------------------------------
     def op_exec(self, rid: int, spec: dict[str, Any], body: bytes) -> None:
+        cap = int(spec.get("max_background", 8))
+        if spec.get("background") and not self.background.has_room(cap):
+            self.reply_error(
+                rid,
+                "LIMIT_EXCEEDED",
+                f"{cap} background processes are already running (the session's maximum); "
+                "stop one with process_kill",
+            )
+            return
         call = Call(rid, spec)
         spec["uid"], spec["gid"] = SANDBOX_UID, SANDBOX_GID
+        self.wrap(call)
         merge = bool(spec.get("merge_output"))
         out_r, out_w = os.pipe2(os.O_CLOEXEC)
         err_r, err_w = (out_r, out_w) if merge else os.pipe2(os.O_CLOEXEC)
@@ -180,13 +213,14 @@ class Agent:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
             for fd in {out_r, out_w, err_r, err_w, status_r, status_w, stdin_r, stdin_w} - {-1}:
                 os.close(fd)
+            self.settle_state(call)
             code = "LIMIT_EXCEEDED" if exc.errno == errno.EAGAIN else "INTERNAL"
             self.reply_error(rid, code, f"cannot start a process: {exc.strerror} (pids limit?)")
             return
         if pid == 0:
             os.close(self.proto_in)
             os.close(self.proto_out)
-            for fd in (out_r, err_r, status_r, stdin_w, self.wake_r):
+            for fd in (out_r, err_r, status_r, stdin_w, self.wake_r, call.state_fd):
                 if fd >= 0:
                     try:
                         os.close(fd)
@@ -211,6 +245,54 @@ class Agent:
             os.set_blocking(stdin_w, False)
             self.sel.register(stdin_w, selectors.EVENT_WRITE, ("stdin", [call, memoryview(body)]))
 
+    def wrap(self, call: Call) -> None:
+        """Prefix the command with its options and the state-reporting trap."""
+        spec = call.spec
+        spec["user_command"] = spec["command"]
+        fifo = ""
+        if self.state_dir and spec.get("report_state"):
+            try:
+                fifo, fd = background.open_state_fifo(self.state_dir, call.rid)
+            except OSError:
+                fifo = ""
+            else:
+                call.state_path, call.state_fd = fifo, fd
+                self.sel.register(fd, selectors.EVENT_READ, ("state", call))
+        spec["command"] = background.wrap_command(
+            spec["command"], fifo, bool(spec.get("pipefail")), bool(spec.get("report_env"))
+        )
+
+    def read_state(self, call: Call) -> None:
+        while call.state_fd >= 0:
+            try:
+                data = os.read(call.state_fd, READ_CHUNK)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                data = b""
+            if not data:
+                return
+            if len(call.state_buf) < background.STATE_CAP:
+                call.state_buf += data
+
+    def settle_state(self, call: Call) -> None:
+        """Collect what the EXIT trap wrote (the main process is gone) and close the FIFO."""
+        if call.state_fd < 0:
+            return
+        self.read_state(call)
+        # Unlink before closing: a late writer then finds no FIFO instead of
+        # blocking forever on one without a reader.
+        try:
+            os.unlink(call.state_path)
+        except OSError:
+            pass
+        self.sel.unregister(call.state_fd)
+        os.close(call.state_fd)
+        call.state_fd = -1
+        if call.status is not None and len(call.state_buf) < background.STATE_CAP:
+            call.shell_state = background.parse_state(bytes(call.state_buf))
+        call.state_buf = bytearray()
+
     def on_output(self, fd: int, call: Call, draining: bool = False) -> None:
         if fd not in call.fds:
             return  # closed earlier in this round of events
@@ -228,9 +310,13 @@ class Agent:
                 self.maybe_finish(call)
             return
         if call.done:
-            # A background child still writes: drain and discard, so it
-            # neither blocks on a full pipe nor dies of SIGPIPE.
+            # A background child still writes: drain (into the ring of a
+            # background process, else nowhere), so it neither blocks on a
+            # full pipe nor dies of SIGPIPE.
+            if call.proc is not None:
+                call.proc.ring.add(data)
             return
+        call.last_output = time.monotonic()
         name = call.fds[fd]
         call.captures[name].add(data)
         if call.stream and call.stream_budget > 0:
@@ -241,7 +327,7 @@ class Agent:
     def on_stdin(self, fd: int, state: list[Any]) -> None:
         call, view = state
         try:
-            n = os.write(fd, view) if not call.done else len(view)
+            n = os.write(fd, view) if not call.done or call.proc else len(view)
         except (BlockingIOError, InterruptedError):
             return
         except OSError:
@@ -273,6 +359,7 @@ class Agent:
                 call.main_pid = msg["pid"]
             elif "status" in msg:
                 call.status = msg["status"]
+                self.settle_state(call)
             elif "spawn_error" in msg:
                 call.spawn_error = msg
         self.maybe_finish(call)
@@ -288,6 +375,8 @@ class Agent:
 
     def maybe_finish(self, call: Call) -> None:
         if call.done:
+            if call.proc is not None:
+                self.proc_update(call.proc)
             return
         killed = bool(call.reason)
         if killed:
@@ -298,15 +387,17 @@ class Agent:
         elif call.status is None and call.spawn_error is None and not call.reaper_exited:
             return
         self.drain(call)
-        self.finish(call)
+        if call.settle_at is not None and not killed and call.spawn_error is None:
+            self.detach(call, idle=False)
+        else:
+            self.finish(call)
 
     def finish(self, call: Call) -> None:
         if call.done:
             return
         call.done = True
         self.calls.pop(call.rid, None)
-        out = call.captures["stdout"].finish()
-        err = call.captures["stderr"].finish()
+        self.settle_state(call)
         header: dict[str, Any] = {"id": call.rid, "op": "exit", "done": True}
         if call.spawn_error is not None:
             err_no = call.spawn_error.get("errno")
@@ -319,22 +410,103 @@ class Agent:
             header["message"] = f"cannot start the command: {call.spawn_error['spawn_error']}"
             self.send(header)
             return
-        if call.status is not None:
-            header["exit_code"] = procs.exit_code_of(call.status)
-        else:
-            header["exit_code"] = 128 + signal.SIGKILL
+        header["exit_code"] = self.exit_code(call)
         header["killed"] = call.reason
+        header["background_cap_hit"] = bool(call.spec.get("idle_cap_hit"))
         after = procs.oom_kills()
         header["oom"] = (
             call.oom_before is not None and after is not None and after > call.oom_before
         )
-        header["stdout"] = out
-        header["stderr"] = err
+        if call.shell_state and not call.reason:
+            header["shell_state"] = call.shell_state
+        self.send_captured(call, header)
+
+    def exit_code(self, call: Call) -> int | None:
+        if call.status is not None:
+            return procs.exit_code_of(call.status)
+        if call.done and call.proc is not None and not call.reaper_exited:
+            return None  # still running in the background
+        return 128 + signal.SIGKILL
+
+    def send_captured(self, call: Call, header: dict[str, Any]) -> None:
+        """Answer the call with the head and tail it captured so far."""
+        header["stdout"] = call.captures["stdout"].finish()
+        header["stderr"] = call.captures["stderr"].finish()
         header["duration_ms"] = int((time.monotonic() - call.started) * 1000)
         body = bytes(call.captures["stdout"].head) + bytes(call.captures["stdout"].tail)
         body += bytes(call.captures["stderr"].head) + bytes(call.captures["stderr"].tail)
         call.captures.clear()
         self.send(header, body)
+
+    # -- background processes ---------------------------------------------
+    def detach(self, call: Call, idle: bool) -> None:
+        """Answer the call now and keep its processes running as a handle."""
+        call.done = True
+        self.calls.pop(call.rid, None)
+        proc = self.background.adopt(call, int(call.spec.get("ring_cap", 256 * 1024)))
+        call.proc = proc
+        header: dict[str, Any] = {"id": call.rid, "op": "exit", "done": True, "killed": ""}
+        header["exit_code"] = self.exit_code(call)
+        header["idle"] = idle
+        header["background"] = proc.describe(header["exit_code"])
+        self.send_captured(call, header)
+        self.proc_update(proc)
+
+    def proc_update(self, proc: background.Proc) -> None:
+        call = proc.call
+        if proc.ended is None and (call.status is not None or call.reaper_exited):
+            proc.ended = time.monotonic()
+        if call.reaper_exited:
+            self.settle_state(call)
+            waiters, proc.kill_waiters = proc.kill_waiters, []
+            for rid in waiters:
+                self.send_proc(rid, proc)
+
+    def send_proc(self, rid: int, proc: background.Proc, body: bytes = b"", **extra: Any) -> None:
+        info = proc.describe(self.exit_code(proc.call))
+        self.send({"id": rid, "op": "process", "done": True, **info, **extra}, body)
+
+    def find_proc(self, rid: int, header: dict[str, Any]) -> background.Proc | None:
+        proc = self.background.get(header.get("process_id", ""))
+        if proc is None:
+            known = ", ".join(self.background.procs) or "none"
+            self.reply_error(
+                rid,
+                "NOT_FOUND",
+                f"no background process {str(header.get('process_id'))[:40]!r} "
+                f"(known handles: {known})",
+            )
+        return proc
+
+    def op_process_list(self, rid: int, header: dict[str, Any], body: bytes) -> None:
+        listed = [p.describe(self.exit_code(p.call)) for p in self.background.procs.values()]
+        self.send({"id": rid, "op": "processes", "done": True, "processes": listed})
+
+    def op_process_output(self, rid: int, header: dict[str, Any], body: bytes) -> None:
+        proc = self.find_proc(rid, header)
+        if proc is not None:
+            data, dropped = proc.ring.read()
+            self.send_proc(rid, proc, data, dropped_bytes=dropped)
+
+    def op_process_kill(self, rid: int, header: dict[str, Any], body: bytes) -> None:
+        proc = self.find_proc(rid, header)
+        if proc is None:
+            return
+        if not proc.alive:
+            self.send_proc(rid, proc, was_running=False)
+            return
+        proc.kill_waiters.append(rid)
+        self.kill(proc.call, "killed")
+
+    def on_silence(self, call: Call) -> None:
+        cap = int(call.spec.get("max_background", 8))
+        if call.on_idle == "background" and self.background.has_room(cap):
+            self.drain(call)
+            if not call.done:
+                self.detach(call, idle=True)
+            return
+        call.spec["idle_cap_hit"] = call.on_idle == "background"
+        self.kill(call, "idle")
 
     def kill(self, call: Call, reason: str) -> None:
         if call.reason:
@@ -368,12 +540,24 @@ class Agent:
     def check_deadlines(self) -> float | None:
         now = time.monotonic()
         wait: float | None = None
-        for call in list(self.calls.values()):
-            if call.done:
+        # Background processes being killed still need their hard deadline.
+        calls = list(self.calls.values()) + [p.call for p in self.background.killing()]
+        for call in calls:
+            if call.done and call.proc is None:
                 continue
-            if call.status is None and not call.reason and now >= call.deadline:
-                self.kill(call, "deadline")
-            if call.hard_deadline is not None and now >= call.hard_deadline and not call.done:
+            if not call.done and call.status is None and not call.reason:
+                if now >= call.deadline:
+                    self.kill(call, "deadline")
+                elif call.settle_at is not None and now >= call.settle_at:
+                    self.drain(call)
+                    if not call.done:
+                        self.detach(call, idle=False)
+                    continue
+                elif call.idle_s and now >= call.last_output + call.idle_s:
+                    self.on_silence(call)
+                    if call.done:
+                        continue
+            if call.hard_deadline is not None and now >= call.hard_deadline:
                 # The subreaper did not finish killing in time: answer anyway
                 # and take the subreaper down (its orphans fall to us).
                 try:
@@ -386,11 +570,19 @@ class Agent:
             nxt = (
                 call.hard_deadline
                 if call.reason
-                else (call.deadline if call.status is None else None)
+                else (self.next_check(call) if call.status is None else None)
             )
             if nxt is not None:
                 wait = nxt - now if wait is None else min(wait, nxt - now)
         return None if wait is None else max(0.0, wait)
+
+    def next_check(self, call: Call) -> float:
+        nxt = call.deadline
+        if call.settle_at is not None:
+            nxt = min(nxt, call.settle_at)
+        if call.idle_s:
+            nxt = min(nxt, call.last_output + call.idle_s)
+        return nxt
 
     def run(self) -> None:
         self.send(
@@ -434,6 +626,8 @@ class Agent:
             self.on_output(key.fd, data)
         elif kind == "status":
             self.on_status(key.fd, data)
+        elif kind == "state":
+            self.read_state(data)
         elif kind == "stdin" and key.fd in self.sel.get_map():
             self.on_stdin(key.fd, data)
         return True

@@ -1,0 +1,197 @@
+"""Background processes of one sandbox, and the state a shell call leaves.
+
+Stdlib only, python3.9+ (imported by the in-sandbox agent). A call becomes a
+background process when it is started with `background` or goes silent past
+its idle timeout: the agent keeps its pipes and subreaper, and its output
+goes to a ring buffer here instead of to the call's result. `Registry`
+hands out the `p<N>` handles, enforces the cap on live processes and
+forgets the oldest finished ones.
+
+The second half is the shell wrapper: an EXIT trap that writes the shell's
+final directory (and exported environment) to a FIFO only the agent reads,
+so a `cd` or `export` can outlive its call without touching its output or
+exit code.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+from typing import Any
+
+# Finished processes kept for process_list / process_output, oldest dropped first.
+KEEP_FINISHED = 16
+COMMAND_SHOWN = 200
+
+
+class Ring:
+    """The newest `cap` bytes of a stream, and how far a reader has got."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = max(1, cap)
+        self.buf = bytearray()
+        self.total = 0
+        self.read_pos = 0
+
+    def add(self, data: bytes) -> None:
+        self.buf += data
+        self.total += len(data)
+        # Trim in batches so a flood of small writes stays linear.
+        if len(self.buf) > self.cap + 65536:
+            del self.buf[: len(self.buf) - self.cap]
+
+    def read(self) -> tuple[bytes, int]:
+        """Bytes written since the last read, and how many of them fell off the ring."""
+        if len(self.buf) > self.cap:
+            del self.buf[: len(self.buf) - self.cap]
+        start = self.total - len(self.buf)
+        dropped = max(0, start - self.read_pos)
+        data = bytes(self.buf[max(0, self.read_pos - start) :])
+        self.read_pos = self.total
+        return data, dropped
+
+    @property
+    def unread(self) -> int:
+        return self.total - self.read_pos
+
+
+class Proc:
+    """A call the agent kept running after answering it."""
+
+    def __init__(self, process_id: str, call: Any, ring_cap: int) -> None:
+        self.process_id = process_id
+        self.call = call
+        self.ring = Ring(ring_cap)
+        self.command = str(call.spec.get("user_command", ""))
+        self.started = call.started
+        self.ended: float | None = None
+        self.kill_waiters: list[int] = []
+
+    @property
+    def alive(self) -> bool:
+        """Some process of its tree may still run (its subreaper lives)."""
+        return not self.call.reaper_exited
+
+    def state(self) -> str:
+        if self.call.reason:
+            return "killed"
+        if self.call.status is None and self.alive:
+            return "running"
+        return "exited"
+
+    def describe(self, exit_code: int | None) -> dict[str, Any]:
+        end = self.ended if self.ended is not None else time.monotonic()
+        shown = self.command
+        if len(shown) > COMMAND_SHOWN:
+            shown = shown[: COMMAND_SHOWN - 3] + "..."
+        return {
+            "process_id": self.process_id,
+            "pid": self.call.main_pid,
+            "command": shown,
+            "state": self.state(),
+            "exit_code": exit_code,
+            "runtime_s": round(end - self.started, 3),
+            "unread_bytes": self.ring.unread,
+        }
+
+
+class Registry:
+    def __init__(self) -> None:
+        self.procs: dict[str, Proc] = {}
+        self.counter = 0
+
+    def live(self) -> int:
+        return sum(1 for p in self.procs.values() if p.alive)
+
+    def has_room(self, cap: int) -> bool:
+        return self.live() < cap
+
+    def adopt(self, call: Any, ring_cap: int) -> Proc:
+        self.counter += 1
+        proc = Proc(f"p{self.counter}", call, ring_cap)
+        self.procs[proc.process_id] = proc
+        finished = [p for p in self.procs.values() if not p.alive]
+        for old in finished[: max(0, len(finished) - KEEP_FINISHED)]:
+            del self.procs[old.process_id]
+        return proc
+
+    def get(self, process_id: str) -> Proc | None:
+        return self.procs.get(str(process_id))
+
+    def killing(self) -> list[Proc]:
+        return [p for p in self.procs.values() if p.alive and p.call.reason]
+
+
+# -- shell state ------------------------------------------------------------
+# Variables bash itself sets: never worth persisting.
+SHELL_OWN_VARS = frozenset({"PWD", "OLDPWD", "SHLVL", "_"})
+STATE_CAP = 256 * 1024
+
+
+def make_state_dir() -> str:
+    """A root-owned directory in /tmp where the user may write FIFOs but not
+    create, list or replace anything; "" when it cannot be made."""
+    for _ in range(4):
+        path = f"/tmp/.toolrt-{secrets.token_hex(6)}"
+        try:
+            os.mkdir(path, 0o711)
+            os.chmod(path, 0o711)
+            return path
+        except OSError:
+            continue
+    return ""
+
+
+def open_state_fifo(state_dir: str, rid: int) -> tuple[str, int]:
+    """A FIFO the command's EXIT trap writes to; opened read-write so it
+    never reports end-of-file while the command has not written yet."""
+    path = f"{state_dir}/s{rid}-{secrets.token_hex(4)}"
+    os.mkfifo(path, 0o600)
+    os.chmod(path, 0o622)
+    fd = os.open(path, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
+    return path, fd
+
+
+def wrap_command(command: str, fifo: str, pipefail: bool, report_env: bool) -> str:
+    """`command` preceded, on its own first line, by the state trap.
+
+    The prelude shares the command's first line so bash's error messages
+    keep their line numbers. The trap leaves `$?` alone (bash exits with the
+    status the command had), writes nowhere the command's output goes, and
+    uses `>|` so `set -o noclobber` cannot stop it.
+    """
+    dump = "builtin pwd -P; builtin printf '\\0'"
+    if report_env:
+        dump += "; /usr/bin/env -0"
+    trap = f"{{ {dump}; }} 2>/dev/null >| {fifo}"
+    prelude = f"builtin trap {_quote(trap)} EXIT;"
+    if pipefail:
+        prelude += " set -o pipefail;"
+    return f"{prelude} {command}"
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "'\\''") + "'"
+
+
+def parse_state(data: bytes) -> dict[str, Any]:
+    """The FIFO's bytes → {"cwd", "env"?} (env only when it was reported)."""
+    cwd, sep, rest = data.partition(b"\n\x00")
+    if not sep:
+        return {}
+    state: dict[str, Any] = {"cwd": cwd.decode("utf-8", "replace")}
+    if rest:
+        env: dict[str, str] = {}
+        for item in rest.split(b"\x00"):
+            name, eq, value = item.partition(b"=")
+            if not eq or not name:
+                continue
+            try:
+                key, text = name.decode(), value.decode()
+            except UnicodeDecodeError:
+                continue
+            if key not in SHELL_OWN_VARS:
+                env[key] = text
+        state["env"] = env
+    return state
