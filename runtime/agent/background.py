@@ -161,14 +161,16 @@ def wrap_command(command: str, fifo: str, pipefail: bool, report_env: bool) -> s
     status the command had), writes nowhere the command's output goes, and
     uses `>|` so `set -o noclobber` cannot stop it.
     """
-    dump = "builtin pwd -P; builtin printf '\\0'"
-    if report_env:
-        dump += "; /usr/bin/env -0"
-    trap = f"{{ {dump}; }} 2>/dev/null >| {fifo}"
-    prelude = f"builtin trap {_quote(trap)} EXIT;"
+    prelude = ""
+    if fifo:
+        dump = "builtin pwd -P; builtin printf '\\0'"
+        if report_env:
+            dump += "; /usr/bin/env -0"
+        trap = f"{{ {dump}; }} 2>/dev/null >| {fifo}"
+        prelude = f"builtin trap {_quote(trap)} EXIT; "
     if pipefail:
-        prelude += " set -o pipefail;"
-    return f"{prelude} {command}"
+        prelude += "set -o pipefail; "
+    return prelude + command
 
 
 def _quote(text: str) -> str:
