@@ -3,6 +3,8 @@ read (waiting for a pattern), kill with their whole tree, caps and bounds."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from runtime.client import Client
@@ -109,3 +111,19 @@ def test_unknown_handles_and_bad_patterns(session):
     assert session.call("process_kill", {"process_id": "p99"}).error_code == "NOT_FOUND"
     bad = session.call("process_output", {"process_id": "p1", "wait_for": "(unclosed"})
     assert bad.error_code == "INVALID_ARGUMENTS" and "/wait_for" in bad.error_message
+
+
+def test_process_tools_through_the_cli(daemon, session, capsys):
+    from runtime.cli import main
+
+    def cli(tool: str, arguments: str) -> tuple[int, dict]:
+        code = main(["call", "--target", daemon.target, session.id, tool, arguments])
+        return code, json.loads(capsys.readouterr().out)
+
+    code, started = cli("shell", '{"command": "echo up; sleep 641", "background": true}')
+    assert code == 0 and started["output"]["stdout"] == "up\n"
+    handle = started["output"]["process_id"]
+    code, listed = cli("process_list", "{}")
+    assert [p["process_id"] for p in listed["output"]["processes"]] == [handle]
+    code, killed = cli("process_kill", json.dumps({"process_id": handle}))
+    assert code == 0 and killed["output"]["state"] == "killed"

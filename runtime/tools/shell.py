@@ -62,7 +62,8 @@ hard wall-clock limit: the command and everything it started are killed \
 (reason "deadline").
 
 Servers and watchers: start them with background: true; you get a \
-process_id, the pid and the first output at once; then process_output with \
+process_id, the pid and the first output at once, and the process runs until \
+you stop it or the session ends (no timeout_s); then process_output with \
 wait_for (a regex such as "Listening") waits until it is ready, process_list \
 shows what runs, process_kill stops a process and its children.
 
