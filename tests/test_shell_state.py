@@ -85,6 +85,7 @@ def test_ring_keeps_the_newest_bytes_and_counts_what_fell_off():
 def test_cwd_allowed_roots():
     assert cwd_allowed("/workspace") and cwd_allowed("/workspace/a/b") and cwd_allowed("/tmp/x")
     assert not cwd_allowed("/etc") and not cwd_allowed("/workspace2") and not cwd_allowed("/")
+    assert not cwd_allowed("/workspace/../etc") and not cwd_allowed("workspace")
 
 
 def test_state_records_directory_and_environment_changes():

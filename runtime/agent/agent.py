@@ -118,7 +118,7 @@ class Call:
         self.proc: background.Proc | None = None
 
 
-class Agent:
+class Agent(background.BackgroundOps):
     def __init__(self, proto_in: int, proto_out: int) -> None:
         self.proto_in = proto_in
         self.proto_out = proto_out
@@ -244,54 +244,6 @@ class Agent:
         if stdin_w >= 0:
             os.set_blocking(stdin_w, False)
             self.sel.register(stdin_w, selectors.EVENT_WRITE, ("stdin", [call, memoryview(body)]))
-
-    def wrap(self, call: Call) -> None:
-        """Prefix the command with its options and the state-reporting trap."""
-        spec = call.spec
-        spec["user_command"] = spec["command"]
-        fifo = ""
-        if self.state_dir and spec.get("report_state"):
-            try:
-                fifo, fd = background.open_state_fifo(self.state_dir, call.rid)
-            except OSError:
-                fifo = ""
-            else:
-                call.state_path, call.state_fd = fifo, fd
-                self.sel.register(fd, selectors.EVENT_READ, ("state", call))
-        spec["command"] = background.wrap_command(
-            spec["command"], fifo, bool(spec.get("pipefail")), bool(spec.get("report_env"))
-        )
-
-    def read_state(self, call: Call) -> None:
-        while call.state_fd >= 0:
-            try:
-                data = os.read(call.state_fd, READ_CHUNK)
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError:
-                data = b""
-            if not data:
-                return
-            if len(call.state_buf) < background.STATE_CAP:
-                call.state_buf += data
-
-    def settle_state(self, call: Call) -> None:
-        """Collect what the EXIT trap wrote (the main process is gone) and close the FIFO."""
-        if call.state_fd < 0:
-            return
-        self.read_state(call)
-        # Unlink before closing: a late writer then finds no FIFO instead of
-        # blocking forever on one without a reader.
-        try:
-            os.unlink(call.state_path)
-        except OSError:
-            pass
-        self.sel.unregister(call.state_fd)
-        os.close(call.state_fd)
-        call.state_fd = -1
-        if call.status is not None and len(call.state_buf) < background.STATE_CAP:
-            call.shell_state = background.parse_state(bytes(call.state_buf))
-        call.state_buf = bytearray()
 
     def on_output(self, fd: int, call: Call, draining: bool = False) -> None:
         if fd not in call.fds:
@@ -437,76 +389,6 @@ class Agent:
         body += bytes(call.captures["stderr"].head) + bytes(call.captures["stderr"].tail)
         call.captures.clear()
         self.send(header, body)
-
-    # -- background processes ---------------------------------------------
-    def detach(self, call: Call, idle: bool) -> None:
-        """Answer the call now and keep its processes running as a handle."""
-        call.done = True
-        self.calls.pop(call.rid, None)
-        proc = self.background.adopt(call, int(call.spec.get("ring_cap", 256 * 1024)))
-        call.proc = proc
-        header: dict[str, Any] = {"id": call.rid, "op": "exit", "done": True, "killed": ""}
-        header["exit_code"] = self.exit_code(call)
-        header["idle"] = idle
-        header["background"] = proc.describe(header["exit_code"])
-        self.send_captured(call, header)
-        self.proc_update(proc)
-
-    def proc_update(self, proc: background.Proc) -> None:
-        call = proc.call
-        if proc.ended is None and (call.status is not None or call.reaper_exited):
-            proc.ended = time.monotonic()
-        if call.reaper_exited:
-            self.settle_state(call)
-            waiters, proc.kill_waiters = proc.kill_waiters, []
-            for rid in waiters:
-                self.send_proc(rid, proc)
-
-    def send_proc(self, rid: int, proc: background.Proc, body: bytes = b"", **extra: Any) -> None:
-        info = proc.describe(self.exit_code(proc.call))
-        self.send({"id": rid, "op": "process", "done": True, **info, **extra}, body)
-
-    def find_proc(self, rid: int, header: dict[str, Any]) -> background.Proc | None:
-        proc = self.background.get(header.get("process_id", ""))
-        if proc is None:
-            known = ", ".join(self.background.procs) or "none"
-            self.reply_error(
-                rid,
-                "NOT_FOUND",
-                f"no background process {str(header.get('process_id'))[:40]!r} "
-                f"(known handles: {known})",
-            )
-        return proc
-
-    def op_process_list(self, rid: int, header: dict[str, Any], body: bytes) -> None:
-        listed = [p.describe(self.exit_code(p.call)) for p in self.background.procs.values()]
-        self.send({"id": rid, "op": "processes", "done": True, "processes": listed})
-
-    def op_process_output(self, rid: int, header: dict[str, Any], body: bytes) -> None:
-        proc = self.find_proc(rid, header)
-        if proc is not None:
-            data, dropped = proc.ring.read()
-            self.send_proc(rid, proc, data, dropped_bytes=dropped)
-
-    def op_process_kill(self, rid: int, header: dict[str, Any], body: bytes) -> None:
-        proc = self.find_proc(rid, header)
-        if proc is None:
-            return
-        if not proc.alive:
-            self.send_proc(rid, proc, was_running=False)
-            return
-        proc.kill_waiters.append(rid)
-        self.kill(proc.call, "killed")
-
-    def on_silence(self, call: Call) -> None:
-        cap = int(call.spec.get("max_background", 8))
-        if call.on_idle == "background" and self.background.has_room(cap):
-            self.drain(call)
-            if not call.done:
-                self.detach(call, idle=True)
-            return
-        call.spec["idle_cap_hit"] = call.on_idle == "background"
-        self.kill(call, "idle")
 
     def kill(self, call: Call, reason: str) -> None:
         if call.reason:

@@ -7,6 +7,7 @@ decides what of it the session keeps.
 
 from __future__ import annotations
 
+import posixpath
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +21,9 @@ STATE_KEY = "shell"
 
 def cwd_allowed(path: str) -> bool:
     """May the next call start in `path` (already resolved inside the sandbox)?"""
+    if not path.startswith("/"):
+        return False
+    path = posixpath.normpath(path)
     return any(path == root or path.startswith(root + "/") for root in ALLOWED_ROOTS)
 
 
