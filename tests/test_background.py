@@ -48,6 +48,19 @@ def test_server_started_found_read_and_killed_with_its_tree(session, docker_clie
     assert twice.ok and twice.output["was_running"] is False
 
 
+def test_a_handle_covers_children_its_main_process_left_running(session, docker_client):
+    started = session.shell("(sleep 0.8; echo Listening; sleep 642) & echo forked", background=True)
+    handle = started.output["process_id"]
+    assert started.output["stdout"] == "forked\n"
+    ready = session.call(
+        "process_output", {"process_id": handle, "wait_for": "Listening", "timeout_s": 30}
+    )
+    assert ready.output["matched"] is True
+    assert ready.output["state"] == "running" and ready.output["exit_code"] == 0
+    session.call("process_kill", {"process_id": handle})
+    assert not any("sleep 642" in p for p in user_processes(docker_client, session.id))
+
+
 def test_wait_without_pattern_until_exit_and_exit_code(session):
     started = session.shell("sleep 1; echo finished; exit 3", background=True)
     done = session.call(

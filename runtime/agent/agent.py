@@ -338,11 +338,15 @@ class Agent(background.BackgroundOps):
                 return
         elif call.status is None and call.spawn_error is None and not call.reaper_exited:
             return
-        self.drain(call)
         if call.settle_at is not None and not killed and call.spawn_error is None:
-            self.detach(call, idle=False)
-        else:
-            self.finish(call)
+            # A background command whose main process is gone: answer once
+            # its whole tree is gone too, or at the settle time.
+            if call.reaper_exited or time.monotonic() >= call.settle_at:
+                self.drain(call)
+                self.detach(call, idle=False)
+            return
+        self.drain(call)
+        self.finish(call)
 
     def finish(self, call: Call) -> None:
         if call.done:
@@ -427,14 +431,15 @@ class Agent(background.BackgroundOps):
         for call in calls:
             if call.done and call.proc is None:
                 continue
-            if not call.done and call.status is None and not call.reason:
-                if now >= call.deadline:
-                    self.kill(call, "deadline")
-                elif call.settle_at is not None and now >= call.settle_at:
+            if not call.done and not call.reason and call.settle_at is not None:
+                if now >= call.settle_at:
                     self.drain(call)
                     if not call.done:
                         self.detach(call, idle=False)
                     continue
+            elif not call.done and call.status is None and not call.reason:
+                if now >= call.deadline:
+                    self.kill(call, "deadline")
                 elif call.idle_s and now >= call.last_output + call.idle_s:
                     self.on_silence(call)
                     if call.done:
@@ -449,22 +454,19 @@ class Agent(background.BackgroundOps):
                 call.reaper_exited = True
                 self.maybe_finish(call)
                 continue
-            nxt = (
-                call.hard_deadline
-                if call.reason
-                else (self.next_check(call) if call.status is None else None)
-            )
+            nxt = call.hard_deadline if call.reason else self.next_check(call)
             if nxt is not None:
                 wait = nxt - now if wait is None else min(wait, nxt - now)
         return None if wait is None else max(0.0, wait)
 
-    def next_check(self, call: Call) -> float:
-        nxt = call.deadline
+    def next_check(self, call: Call) -> float | None:
         if call.settle_at is not None:
-            nxt = min(nxt, call.settle_at)
+            return call.settle_at
+        if call.status is not None:
+            return None
         if call.idle_s:
-            nxt = min(nxt, call.last_output + call.idle_s)
-        return nxt
+            return min(call.deadline, call.last_output + call.idle_s)
+        return call.deadline
 
     def run(self) -> None:
         self.send(

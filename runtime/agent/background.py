@@ -75,11 +75,11 @@ class Proc:
         return not self.call.reaper_exited
 
     def state(self) -> str:
+        """ "running" while any process of its tree runs (the main one may
+        have exited: `cmd &` in a background command keeps it running)."""
         if self.call.reason:
             return "killed"
-        if self.call.status is None and self.alive:
-            return "running"
-        return "exited"
+        return "running" if self.alive else "exited"
 
     def describe(self, exit_code: int | None) -> dict[str, Any]:
         end = self.ended if self.ended is not None else time.monotonic()
