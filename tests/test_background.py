@@ -14,7 +14,7 @@ pytestmark = pytest.mark.docker
 
 SERVER = (
     "(setsid sleep 621 &); "
-    'python3 -u -c \'import time; print("starting"); time.sleep(0.8); '
+    'python3 -u -c \'import time; print("starting"); time.sleep(2); '
     'print("Listening on 8000"); time.sleep(620)\''
 )
 
@@ -49,7 +49,7 @@ def test_server_started_found_read_and_killed_with_its_tree(session, docker_clie
 
 
 def test_a_handle_covers_children_its_main_process_left_running(session, docker_client):
-    started = session.shell("(sleep 0.8; echo Listening; sleep 642) & echo forked", background=True)
+    started = session.shell("(sleep 2; echo Listening; sleep 642) & echo forked", background=True)
     handle = started.output["process_id"]
     assert started.output["stdout"] == "forked\n"
     ready = session.call(
@@ -62,7 +62,7 @@ def test_a_handle_covers_children_its_main_process_left_running(session, docker_
 
 
 def test_wait_without_pattern_until_exit_and_exit_code(session):
-    started = session.shell("sleep 1; echo finished; exit 3", background=True)
+    started = session.shell("sleep 2; echo finished; exit 3", background=True)
     done = session.call(
         "process_output", {"process_id": started.output["process_id"], "timeout_s": 30}
     )
@@ -107,7 +107,7 @@ def test_background_output_is_bounded_by_its_ring(make_daemon):
     daemon = make_daemon(shell={"background_buffer_bytes": 4096})
     with Client(daemon.target) as client, client.session() as session:
         handle = session.shell(
-            "sleep 1; head -c 100000 /dev/zero | tr '\\0' x; echo; echo END", background=True
+            "sleep 2; head -c 100000 /dev/zero | tr '\\0' x; echo; echo END", background=True
         ).output["process_id"]
         done = session.call("process_output", {"process_id": handle, "timeout_s": 30})
         out = done.output

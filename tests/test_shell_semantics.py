@@ -95,7 +95,7 @@ def test_silent_command_moves_to_the_background_and_is_found_read_and_killed(
     session, docker_client
 ):
     result = session.shell(
-        "printf 'Continue? [y/N] '; sleep 2; echo resumed; sleep 612", idle_timeout_s=1
+        "printf 'Continue? [y/N] '; sleep 4; echo resumed; sleep 612", idle_timeout_s=1
     )
     assert result.error_code == "TIMEOUT"
     out = result.output
