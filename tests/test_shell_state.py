@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.agent.background import Ring, parse_state, wrap_command
+from runtime.agent.background import Ring, parse_state, partial_utf8_tail, wrap_command
 from runtime.tools.shell_state import ShellState, cwd_allowed
 
 
@@ -80,6 +80,22 @@ def test_ring_keeps_the_newest_bytes_and_counts_what_fell_off():
     assert dropped == 26 * 4000 - 10
     assert ring.read() == (b"", 0)
     assert len(ring.buf) <= 10 + 65536
+
+
+def test_ring_reads_never_cut_a_utf8_character():
+    euro = "€".encode()  # three bytes
+    ring = Ring(100)
+    ring.add(b"price " + euro[:2])
+    assert ring.read(whole_chars=True) == (b"price ", 0)
+    assert ring.unread == 2
+    ring.add(euro[2:] + b"!")
+    assert ring.read(whole_chars=True) == (euro + b"!", 0)
+    assert [partial_utf8_tail(b"a"), partial_utf8_tail(euro), partial_utf8_tail(euro[:1])] == [
+        0,
+        0,
+        1,
+    ]
+    assert partial_utf8_tail("😀".encode()[:3]) == 3
 
 
 def test_cwd_allowed_roots():

@@ -42,19 +42,34 @@ class Ring:
         if len(self.buf) > self.cap + 65536:
             del self.buf[: len(self.buf) - self.cap]
 
-    def read(self) -> tuple[bytes, int]:
-        """Bytes written since the last read, and how many of them fell off the ring."""
+    def read(self, whole_chars: bool = False) -> tuple[bytes, int]:
+        """Bytes written since the last read, and how many of them fell off
+        the ring. With `whole_chars`, a UTF-8 character still being written
+        waits for the next read instead of being cut in two."""
         if len(self.buf) > self.cap:
             del self.buf[: len(self.buf) - self.cap]
         start = self.total - len(self.buf)
         dropped = max(0, start - self.read_pos)
         data = bytes(self.buf[max(0, self.read_pos - start) :])
-        self.read_pos = self.total
+        if whole_chars:
+            data = data[: len(data) - partial_utf8_tail(data)]
+        self.read_pos = max(self.read_pos, start) + len(data)
         return data, dropped
 
     @property
     def unread(self) -> int:
         return self.total - self.read_pos
+
+
+def partial_utf8_tail(data: bytes) -> int:
+    """How many bytes at the end of `data` start a UTF-8 character not yet complete."""
+    for back in range(1, min(4, len(data)) + 1):
+        byte = data[-back]
+        if byte & 0xC0 == 0x80:
+            continue  # a continuation byte: its lead is further back
+        need = 4 if byte >= 0xF0 else 3 if byte >= 0xE0 else 2 if byte >= 0xC0 else 1
+        return back if need > back else 0
+    return 0
 
 
 class Proc:
@@ -310,7 +325,7 @@ class BackgroundOps:
     def op_process_output(self, rid: int, header: dict[str, Any], body: bytes) -> None:
         proc = self.find_proc(rid, header)
         if proc is not None:
-            data, dropped = proc.ring.read()
+            data, dropped = proc.ring.read(whole_chars=proc.alive)
             self.send_proc(rid, proc, data, dropped_bytes=dropped)
 
     def op_process_kill(self, rid: int, header: dict[str, Any], body: bytes) -> None:

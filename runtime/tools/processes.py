@@ -121,9 +121,9 @@ class _Collected:
             self.dropped += excess
             del self.data[:excess]
 
-    def text(self) -> str:
-        text, _ = render_stream(bytes(self.data), b"", {"total": len(self.data)})
-        return text
+    def text(self) -> tuple[str, bool]:
+        """The output as text, and whether invalid UTF-8 was replaced."""
+        return render_stream(bytes(self.data), b"", {"total": len(self.data)})
 
 
 def _search(pattern: regex.Pattern[str], text: str) -> bool:
@@ -145,11 +145,14 @@ async def run_output(ctx: ToolContext, args: ProcessOutputArgs) -> dict[str, Any
         header, body = await ctx.agent("process_output", {"process_id": args.process_id})
         collected.add(body, int(header.get("dropped_bytes", 0)))
         if pattern is not None and body:
-            matched = _search(pattern, collected.text())
+            matched = _search(pattern, collected.text()[0])
         if matched or header.get("state") != "running" or time.monotonic() >= deadline:
             break
         await asyncio.sleep(min(POLL_S, max(0.0, deadline - time.monotonic())))
-    output = {**_info(header), "output": collected.text(), "dropped_bytes": collected.dropped}
+    text, replaced = collected.text()
+    output = {**_info(header), "output": text, "dropped_bytes": collected.dropped}
+    if replaced:
+        output["invalid_utf8_replaced"] = True
     if pattern is not None:
         output["matched"] = matched
     return output
