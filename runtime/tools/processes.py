@@ -26,8 +26,10 @@ MATCH_TIMEOUT_S = 0.2
 LIST_DESCRIPTION = """\
 List this session's background processes (started by shell with \
 background: true, or moved to the background after going silent): \
-process_id, pid, command, state (running, exited, killed), exit_code, \
-runtime_s, and unread_bytes of output not read yet with process_output.\
+process_id, pid, command, state (running while any process it started \
+runs; exited; killed), exit_code of its main process, runtime_s, and \
+unread_bytes of output not read yet with process_output. Use it to find a \
+handle again; ordinary shell calls never appear here.\
 """
 
 OUTPUT_DESCRIPTION = """\
@@ -39,13 +41,15 @@ e.g. "Listening on|Serving" for a server that is ready, then return \
 (matched: true). With timeout_s and no wait_for, wait until the process \
 exits. Either way it returns when the process exits or timeout_s (default \
 30 s when waiting) passes; matched: false then. Only the newest output of a \
-process is kept (dropped_bytes says how much was lost between reads).\
+process is kept (dropped_bytes says how much was lost between reads). Not \
+for ordinary commands: shell returns their output itself.\
 """
 
 KILL_DESCRIPTION = """\
 Stop a background process and every process it started (TERM, then KILL \
 after a short grace). Returns its final state. Use process_list to find the \
-process_id.\
+process_id. Stop servers you no longer need: a session runs only a few \
+background processes at once.\
 """
 
 
