@@ -63,6 +63,23 @@ DEFAULT_MAXIMA = Limits(
 )
 
 
+class ShellConfig(BaseModel):
+    """How `shell` and the background-process tools behave."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    head_fraction: float = Field(0.2, ge=0, le=1)
+    """Share of the output cap kept from the start of a stream (the rest is its end)."""
+    idle_timeout_s: float = Field(60.0, gt=0)
+    """Default silence after which a command counts as waiting on something."""
+    settle_s: float = Field(0.5, ge=0, le=30)
+    """How long `background: true` waits for first output before answering."""
+    max_background: int = Field(8, ge=0)
+    """Background processes one session may keep alive at once."""
+    background_buffer_bytes: int = Field(256 * 1024, ge=1024)
+    """Ring buffer of output kept per background process."""
+
+
 class Config(BaseModel):
     """Everything the daemon can be told; defaults are production-sane."""
 
@@ -101,6 +118,8 @@ class Config(BaseModel):
     """Limits of a session that asks for none."""
     maxima: Limits = Field(default_factory=lambda: DEFAULT_MAXIMA.model_copy())
     """Ceilings every session request is clamped to."""
+    shell: ShellConfig = Field(default_factory=lambda: ShellConfig())
+    """Shell semantics: head/tail split, silence detection, background processes."""
     extra_labels: dict[str, str] = Field(default_factory=dict)
     """Labels added to every container (cannot override `toolrt.*`)."""
     log_level: str = "INFO"

@@ -25,6 +25,7 @@ from typing import Any
 # read-only root-owned bind mount, so putting it back is safe.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import background  # noqa: E402
 import procs  # noqa: E402
 import protocol  # noqa: E402
 
@@ -98,9 +99,26 @@ class Call:
         self.status_fd = -1
         self.done = False
         self.started = time.monotonic()
+        # Silence detection: no output for idle_s → on_idle ("background" or "kill").
+        self.idle_s = float(spec.get("idle_timeout_s") or 0)
+        self.on_idle = str(spec.get("on_idle", "kill"))
+        self.last_output = self.started
+        # `background` calls answer after a short settle time and never time out.
+        self.settle_at: float | None = None
+        if spec.get("background"):
+            self.settle_at = self.started + float(spec.get("settle_s", 0.5))
+            self.deadline = float("inf")
+            self.idle_s = 0.0
+        # The FIFO the command's EXIT trap reports its directory (and env) to.
+        self.state_fd = -1
+        self.state_path = ""
+        self.state_buf = bytearray()
+        self.shell_state: dict[str, Any] | None = None
+        # Set once the call was answered but its processes kept running.
+        self.proc: background.Proc | None = None
 
 
-class Agent:
+class Agent(background.BackgroundOps):
     def __init__(self, proto_in: int, proto_out: int) -> None:
         self.proto_in = proto_in
         self.proto_out = proto_out
@@ -112,7 +130,12 @@ class Agent:
             "exec": self.op_exec,
             "cancel": self.op_cancel,
             "ping": self.op_ping,
+            "process_list": self.op_process_list,
+            "process_output": self.op_process_output,
+            "process_kill": self.op_process_kill,
         }
+        self.background = background.Registry()
+        self.state_dir = background.make_state_dir()
         self.wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         signal.set_wakeup_fd(wake_w)
         signal.signal(signal.SIGCHLD, lambda *_: None)
@@ -162,8 +185,18 @@ class Agent:
 
     # -- exec -------------------------------------------------------------
     def op_exec(self, rid: int, spec: dict[str, Any], body: bytes) -> None:
+        cap = int(spec.get("max_background", 8))
+        if spec.get("background") and not self.background.has_room(cap):
+            self.reply_error(
+                rid,
+                "LIMIT_EXCEEDED",
+                f"{cap} background processes are already running (the session's maximum); "
+                "stop one with process_kill",
+            )
+            return
         call = Call(rid, spec)
         spec["uid"], spec["gid"] = SANDBOX_UID, SANDBOX_GID
+        self.wrap(call)
         merge = bool(spec.get("merge_output"))
         out_r, out_w = os.pipe2(os.O_CLOEXEC)
         err_r, err_w = (out_r, out_w) if merge else os.pipe2(os.O_CLOEXEC)
@@ -180,13 +213,14 @@ class Agent:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
             for fd in {out_r, out_w, err_r, err_w, status_r, status_w, stdin_r, stdin_w} - {-1}:
                 os.close(fd)
+            self.settle_state(call)
             code = "LIMIT_EXCEEDED" if exc.errno == errno.EAGAIN else "INTERNAL"
             self.reply_error(rid, code, f"cannot start a process: {exc.strerror} (pids limit?)")
             return
         if pid == 0:
             os.close(self.proto_in)
             os.close(self.proto_out)
-            for fd in (out_r, err_r, status_r, stdin_w, self.wake_r):
+            for fd in (out_r, err_r, status_r, stdin_w, self.wake_r, call.state_fd):
                 if fd >= 0:
                     try:
                         os.close(fd)
@@ -228,9 +262,13 @@ class Agent:
                 self.maybe_finish(call)
             return
         if call.done:
-            # A background child still writes: drain and discard, so it
-            # neither blocks on a full pipe nor dies of SIGPIPE.
+            # A background child still writes: drain (into the ring of a
+            # background process, else nowhere), so it neither blocks on a
+            # full pipe nor dies of SIGPIPE.
+            if call.proc is not None:
+                call.proc.ring.add(data)
             return
+        call.last_output = time.monotonic()
         name = call.fds[fd]
         call.captures[name].add(data)
         if call.stream and call.stream_budget > 0:
@@ -241,7 +279,7 @@ class Agent:
     def on_stdin(self, fd: int, state: list[Any]) -> None:
         call, view = state
         try:
-            n = os.write(fd, view) if not call.done else len(view)
+            n = os.write(fd, view) if not call.done or call.proc else len(view)
         except (BlockingIOError, InterruptedError):
             return
         except OSError:
@@ -273,6 +311,7 @@ class Agent:
                 call.main_pid = msg["pid"]
             elif "status" in msg:
                 call.status = msg["status"]
+                self.settle_state(call)
             elif "spawn_error" in msg:
                 call.spawn_error = msg
         self.maybe_finish(call)
@@ -288,6 +327,8 @@ class Agent:
 
     def maybe_finish(self, call: Call) -> None:
         if call.done:
+            if call.proc is not None:
+                self.proc_update(call.proc)
             return
         killed = bool(call.reason)
         if killed:
@@ -297,6 +338,13 @@ class Agent:
                 return
         elif call.status is None and call.spawn_error is None and not call.reaper_exited:
             return
+        if call.settle_at is not None and not killed and call.spawn_error is None:
+            # A background command whose main process is gone: answer once
+            # its whole tree is gone too, or at the settle time.
+            if call.reaper_exited or time.monotonic() >= call.settle_at:
+                self.drain(call)
+                self.detach(call, idle=False)
+            return
         self.drain(call)
         self.finish(call)
 
@@ -305,8 +353,7 @@ class Agent:
             return
         call.done = True
         self.calls.pop(call.rid, None)
-        out = call.captures["stdout"].finish()
-        err = call.captures["stderr"].finish()
+        self.settle_state(call)
         header: dict[str, Any] = {"id": call.rid, "op": "exit", "done": True}
         if call.spawn_error is not None:
             err_no = call.spawn_error.get("errno")
@@ -319,17 +366,28 @@ class Agent:
             header["message"] = f"cannot start the command: {call.spawn_error['spawn_error']}"
             self.send(header)
             return
-        if call.status is not None:
-            header["exit_code"] = procs.exit_code_of(call.status)
-        else:
-            header["exit_code"] = 128 + signal.SIGKILL
+        header["exit_code"] = self.exit_code(call)
         header["killed"] = call.reason
+        header["background_cap_hit"] = bool(call.spec.get("idle_cap_hit"))
         after = procs.oom_kills()
         header["oom"] = (
             call.oom_before is not None and after is not None and after > call.oom_before
         )
-        header["stdout"] = out
-        header["stderr"] = err
+        if call.shell_state and not call.reason:
+            header["shell_state"] = call.shell_state
+        self.send_captured(call, header)
+
+    def exit_code(self, call: Call) -> int | None:
+        if call.status is not None:
+            return procs.exit_code_of(call.status)
+        if call.done and call.proc is not None and not call.reaper_exited:
+            return None  # still running in the background
+        return 128 + signal.SIGKILL
+
+    def send_captured(self, call: Call, header: dict[str, Any]) -> None:
+        """Answer the call with the head and tail it captured so far."""
+        header["stdout"] = call.captures["stdout"].finish()
+        header["stderr"] = call.captures["stderr"].finish()
         header["duration_ms"] = int((time.monotonic() - call.started) * 1000)
         body = bytes(call.captures["stdout"].head) + bytes(call.captures["stdout"].tail)
         body += bytes(call.captures["stderr"].head) + bytes(call.captures["stderr"].tail)
@@ -368,12 +426,25 @@ class Agent:
     def check_deadlines(self) -> float | None:
         now = time.monotonic()
         wait: float | None = None
-        for call in list(self.calls.values()):
-            if call.done:
+        # Background processes being killed still need their hard deadline.
+        calls = list(self.calls.values()) + [p.call for p in self.background.killing()]
+        for call in calls:
+            if call.done and call.proc is None:
                 continue
-            if call.status is None and not call.reason and now >= call.deadline:
-                self.kill(call, "deadline")
-            if call.hard_deadline is not None and now >= call.hard_deadline and not call.done:
+            if not call.done and not call.reason and call.settle_at is not None:
+                if now >= call.settle_at:
+                    self.drain(call)
+                    if not call.done:
+                        self.detach(call, idle=False)
+                    continue
+            elif not call.done and call.status is None and not call.reason:
+                if now >= call.deadline:
+                    self.kill(call, "deadline")
+                elif call.idle_s and now >= call.last_output + call.idle_s:
+                    self.on_silence(call)
+                    if call.done:
+                        continue
+            if call.hard_deadline is not None and now >= call.hard_deadline:
                 # The subreaper did not finish killing in time: answer anyway
                 # and take the subreaper down (its orphans fall to us).
                 try:
@@ -383,14 +454,19 @@ class Agent:
                 call.reaper_exited = True
                 self.maybe_finish(call)
                 continue
-            nxt = (
-                call.hard_deadline
-                if call.reason
-                else (call.deadline if call.status is None else None)
-            )
+            nxt = call.hard_deadline if call.reason else self.next_check(call)
             if nxt is not None:
                 wait = nxt - now if wait is None else min(wait, nxt - now)
         return None if wait is None else max(0.0, wait)
+
+    def next_check(self, call: Call) -> float | None:
+        if call.settle_at is not None:
+            return call.settle_at
+        if call.status is not None:
+            return None
+        if call.idle_s:
+            return min(call.deadline, call.last_output + call.idle_s)
+        return call.deadline
 
     def run(self) -> None:
         self.send(
@@ -434,6 +510,8 @@ class Agent:
             self.on_output(key.fd, data)
         elif kind == "status":
             self.on_status(key.fd, data)
+        elif kind == "state":
+            self.read_state(data)
         elif kind == "stdin" and key.fd in self.sel.get_map():
             self.on_stdin(key.fd, data)
         return True

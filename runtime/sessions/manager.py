@@ -255,6 +255,8 @@ class SessionManager:
             kill_grace_s=self._config.kill_grace_s,
             stream_cap_bytes=self._config.stream_cap_bytes,
             on_output=on_output,
+            shell=self._config.shell,
+            state=session.tool_state,
         )
         if tool.read_only:
             return await tool.run(ctx, args)

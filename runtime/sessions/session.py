@@ -41,6 +41,8 @@ class Session:
     # Calls with side effects run one at a time, in arrival order.
     write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     inflight: set[asyncio.Task[Any]] = field(default_factory=set)
+    # State tools keep between calls (the shell's directory and environment).
+    tool_state: dict[str, Any] = field(default_factory=dict)
 
     @property
     def expires_at(self) -> float:

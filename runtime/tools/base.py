@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
-from runtime.config import Limits
+from runtime.config import Limits, ShellConfig
 from runtime.errors import (
     FileMissing,
     InternalFailure,
@@ -44,6 +44,9 @@ class ToolContext:
     stream_cap_bytes: int
     # Set by ExecuteStream: receives (stream name, raw bytes) as they arrive.
     on_output: Callable[[str, bytes], None] | None = None
+    shell: ShellConfig = field(default_factory=ShellConfig)
+    # The session's mutable per-tool state (e.g. the shell's working directory).
+    state: dict[str, Any] = field(default_factory=dict)
 
     async def agent(
         self,

@@ -9,6 +9,7 @@ from pydantic import BaseModel
 
 from runtime.errors import UnknownTool
 from runtime.tools.base import Tool
+from runtime.tools.processes import PROCESS_KILL, PROCESS_LIST, PROCESS_OUTPUT
 from runtime.tools.shell import SHELL
 from runtime.tools.validation import parse_arguments
 
@@ -41,4 +42,4 @@ class Registry:
 
 
 def default_registry() -> Registry:
-    return Registry([SHELL])
+    return Registry([SHELL, PROCESS_LIST, PROCESS_OUTPUT, PROCESS_KILL])

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import math
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from runtime.errors import CallTimeout, LimitExceeded
+from runtime.errors import CallTimeout, FileMissing, LimitExceeded
 from runtime.tools.base import Tool, ToolContext
 from runtime.tools.output import render_stream
+from runtime.tools.shell_state import HOME, ShellState
 
 # What every command sees before the session's and the call's own env: no
 # pagers, no prompts, no terminal tricks (stdin is closed, there is no TTY).
@@ -26,6 +26,10 @@ BASE_ENV = {
     "GIT_PAGER": "cat",
     "GIT_TERMINAL_PROMPT": "0",
     "DEBIAN_FRONTEND": "noninteractive",
+    # An editor would wait for a terminal: fail fast and say so instead.
+    "GIT_EDITOR": "false",
+    "EDITOR": "false",
+    "VISUAL": "false",
     "PYTHONUNBUFFERED": "1",
 }
 
@@ -37,15 +41,36 @@ Use it to build, run programs and scripts, inspect the system, use git, or \
 anything without a dedicated tool. Prefer read_file/write_file/edit_file for \
 file contents when they are available: they are exact and cheaper.
 
-Limits: the sandbox has NO network (pip install, git clone, curl will fail). \
-Commands run as an unprivileged user in /workspace (writable, size-capped); \
-/tmp is writable too; the rest of the filesystem is read-only. stdin is \
-closed: interactive prompts get end-of-file, so pass flags like -y or -m. \
-Each call is limited by timeout_s (default and maximum set by the session); \
-on timeout every process the command started is killed and you get TIMEOUT \
-with the output so far. Output over the cap keeps its beginning and end with \
-a marker saying how much was dropped. Background processes (`cmd &`) keep \
-running until the session ends and do not hold the call open.\
+The sandbox has NO network (pip install, git clone, curl will fail). Commands \
+run as an unprivileged user; /workspace (writable, size-capped) and /tmp are \
+writable, the rest of the filesystem is read-only.
+
+Like a terminal: a `cd` holds for the next calls (the first call starts in \
+/workspace; `cwd` runs one call elsewhere). Exported variables persist only \
+with persist_env: true; `env` sets variables for this call alone.
+
+Never interactive: stdin is empty (or the `stdin` text you pass), there is no \
+terminal, pagers are off, and prompts get end-of-file: pass flags like -y, \
+--yes or git commit -m. If a command prints nothing for idle_timeout_s \
+(default 60 s) it is taken to be stuck on something: you get TIMEOUT with \
+reason "idle" and the last lines it printed, and it keeps running as a \
+background process (its process_id is in the result: follow it with \
+process_output, stop it with process_kill), or is killed with on_idle: "kill". \
+For quiet builds or test runs that legitimately print nothing for minutes, \
+raise idle_timeout_s. timeout_s (default and maximum set by the session) is a \
+hard wall-clock limit: the command and everything it started are killed \
+(reason "deadline").
+
+Servers and watchers: start them with background: true; you get a \
+process_id, the pid and the first output at once, and the process runs until \
+you stop it or the session ends (no timeout_s); then process_output with \
+wait_for (a regex such as "Listening") waits until it is ready, process_list \
+shows what runs, process_kill stops a process and its children.
+
+Output over the cap keeps its beginning and its end with a marker saying how \
+many bytes and lines were dropped; terminal colour codes are removed. \
+merge_output: true gives one stream (stdout and stderr in arrival order); \
+pipefail: true makes a pipeline fail when any part of it fails.\
 """
 
 
@@ -53,29 +78,52 @@ class ShellArgs(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     command: str = Field(min_length=1, description="The bash command line to run.")
-    cwd: str | None = Field(None, description="Absolute directory to run in. Default: /workspace.")
+    cwd: str | None = Field(
+        None,
+        description="Absolute directory to run in. Default: where the previous call ended "
+        "(first call: /workspace).",
+    )
     timeout_s: float | None = Field(
         None,
         gt=0,
-        description="Seconds before the command is killed (capped by the session's maximum).",
+        allow_inf_nan=False,
+        description="Seconds before the command and its children are killed "
+        "(capped by the session's maximum).",
+    )
+    idle_timeout_s: float | None = Field(
+        None,
+        gt=0,
+        allow_inf_nan=False,
+        description="Seconds without any output before the call returns TIMEOUT "
+        "(reason idle). Default 60; raise it for quiet builds.",
+    )
+    on_idle: Literal["background", "kill"] = Field(
+        "background",
+        description='What happens to a silent command: "background" keeps it running '
+        'with a process_id, "kill" stops it.',
     )
     env: dict[str, str] | None = Field(
         None, description="Extra environment variables for this command only."
     )
+    stdin: str | None = Field(None, description="Text fed to the command's standard input.")
+    background: bool = Field(
+        False,
+        description="Start a long-running command (a server, a watcher) and return at once "
+        "with its process_id and first output.",
+    )
+    pipefail: bool = Field(False, description="Fail a pipeline when any command in it fails.")
+    merge_output: bool = Field(
+        False, description="One combined stream in arrival order, returned as stdout."
+    )
+    persist_env: bool = Field(
+        False, description="Keep variables this command exports for the following calls."
+    )
 
-    @field_validator("command")
+    @field_validator("command", "stdin")
     @classmethod
-    def _no_nul(cls, value: str) -> str:
-        if "\x00" in value:
+    def _no_nul(cls, value: str | None) -> str | None:
+        if value is not None and "\x00" in value:
             msg = "must not contain NUL characters"
-            raise ValueError(msg)
-        return value
-
-    @field_validator("timeout_s")
-    @classmethod
-    def _finite(cls, value: float | None) -> float | None:
-        if value is not None and not math.isfinite(value):
-            msg = "must be a finite number of seconds"
             raise ValueError(msg)
         return value
 
@@ -97,10 +145,6 @@ class ShellArgs(BaseModel):
         return value
 
 
-def command_env(session_env: dict[str, str], call_env: dict[str, str] | None) -> dict[str, str]:
-    return {**BASE_ENV, **session_env, **(call_env or {})}
-
-
 def shell_output(header: dict[str, Any], body: bytes) -> dict[str, Any]:
     """The agent's exit frame as DESIGN.md's `shell` output_json."""
     out, err = header["stdout"], header["stderr"]
@@ -108,6 +152,7 @@ def shell_output(header: dict[str, Any], body: bytes) -> dict[str, Any]:
     stdout, bad_out = render_stream(body[: out["head"]], body[out["head"] : cut], out)
     err_body = body[cut:]
     stderr, bad_err = render_stream(err_body[: err["head"]], err_body[err["head"] :], err)
+    killed = header.get("killed")
     output: dict[str, Any] = {
         "exit_code": header["exit_code"],
         "stdout": stdout,
@@ -116,33 +161,78 @@ def shell_output(header: dict[str, Any], body: bytes) -> dict[str, Any]:
         "stderr_truncated": err["total"] > err["head"] + err["tail"],
         "stdout_total_bytes": out["total"],
         "stderr_total_bytes": err["total"],
-        "timed_out": header.get("killed") == "deadline",
+        "timed_out": killed in ("deadline", "idle") or bool(header.get("idle")),
     }
+    if output["timed_out"]:
+        output["reason"] = "deadline" if killed == "deadline" else "idle"
+    proc = header.get("background")
+    if isinstance(proc, dict):
+        output.update(process_id=proc["process_id"], pid=proc["pid"], state=proc["state"])
     if bad_out or bad_err:
         output["invalid_utf8_replaced"] = True
     return output
 
 
-async def run_shell(ctx: ToolContext, args: ShellArgs) -> dict[str, Any]:
+def exec_spec(ctx: ToolContext, args: ShellArgs, cwd: str, env: dict[str, str]) -> dict[str, Any]:
+    """The agent's `exec` request for one call."""
     timeout = min(args.timeout_s or ctx.limits.call_timeout_s, ctx.limits.call_timeout_s)
-    spec = {
+    idle = args.idle_timeout_s or ctx.shell.idle_timeout_s
+    return {
         "command": args.command,
-        "cwd": args.cwd or "/workspace",
-        "env": command_env(ctx.env, args.env),
+        "cwd": cwd,
+        "env": env,
         "timeout_s": timeout,
+        # Silence longer than the deadline can never be noticed: leave it off.
+        "idle_timeout_s": idle if idle < timeout else 0,
+        "on_idle": args.on_idle,
+        "background": args.background,
+        "settle_s": ctx.shell.settle_s,
+        "max_background": ctx.shell.max_background,
+        "ring_cap": ctx.shell.background_buffer_bytes,
+        "pipefail": args.pipefail,
+        "merge_output": args.merge_output,
+        "report_state": not args.background,
+        "report_env": args.persist_env and not args.background,
         "grace_s": ctx.kill_grace_s,
         "output_cap": ctx.limits.output_cap_bytes,
+        "head_fraction": ctx.shell.head_fraction,
         "stream": ctx.on_output is not None,
         "stream_cap": ctx.stream_cap_bytes,
     }
+
+
+async def run_shell(ctx: ToolContext, args: ShellArgs) -> dict[str, Any]:
+    state = ShellState.of(ctx)
+    env = {**state.environment({**BASE_ENV, **ctx.env}), **(args.env or {})}
+    spec = exec_spec(ctx, args, args.cwd or state.cwd, env)
     sink = ctx.on_output
 
     def on_event(frame: dict[str, Any], chunk: bytes) -> None:
         if sink is not None and frame.get("op") == "out":
             sink(str(frame.get("stream")), chunk)
 
-    header, body = await ctx.agent("exec", spec, on_event=on_event if sink else None)
-    output = shell_output(header, body)
+    body = (args.stdin or "").encode()
+    try:
+        header, data = await ctx.agent("exec", spec, body, on_event if sink else None)
+    except FileMissing:
+        if args.cwd is not None or state.cwd == HOME:
+            raise
+        # The remembered directory was removed since: start over at home.
+        gone, state.cwd = state.cwd, HOME
+        spec["cwd"] = HOME
+        header, data = await ctx.agent("exec", spec, body, on_event if sink else None)
+        header.setdefault("notes", []).append(
+            f"the previous working directory {gone} no longer exists; ran in {HOME}"
+        )
+    output = shell_output(header, data)
+    notes = list(header.get("notes", []))
+    report = header.get("shell_state")
+    if isinstance(report, dict):
+        note = state.record(report, env, args.persist_env)
+        if note:
+            notes.append(note)
+    if notes:
+        output["note"] = "; ".join(notes)
     if header.get("oom"):
         msg = (
             f"the command ran out of memory (session limit {ctx.limits.memory_bytes} bytes) "
@@ -150,12 +240,30 @@ async def run_shell(ctx: ToolContext, args: ShellArgs) -> dict[str, Any]:
         )
         raise LimitExceeded(msg, output)
     if output["timed_out"]:
-        msg = (
-            f"the command did not finish within {timeout:g} s; "
+        raise CallTimeout(timeout_message(header, spec, output), output)
+    return output
+
+
+def timeout_message(header: dict[str, Any], spec: dict[str, Any], output: dict[str, Any]) -> str:
+    if output["reason"] == "deadline":
+        return (
+            f"the command did not finish within {spec['timeout_s']:g} s; "
             "it and every process it started were killed"
         )
-        raise CallTimeout(msg, output)
-    return output
+    silent = f"the command printed nothing for {spec['idle_timeout_s']:g} s"
+    if "process_id" in output:
+        return (
+            f"{silent}; is it waiting for input (see the last lines of its output)? "
+            f"It keeps running as background process {output['process_id']}: "
+            "wait for it with process_output, stop it with process_kill, or rerun it "
+            "with a larger idle_timeout_s if it is just quiet"
+        )
+    why = (
+        "the session's background processes are at their maximum, so it"
+        if header.get("background_cap_hit")
+        else "it"
+    )
+    return f"{silent}; {why} and every process it started were killed"
 
 
 SHELL = Tool(

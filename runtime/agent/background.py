@@ -1,0 +1,349 @@
+"""Background processes of one sandbox, and the state a shell call leaves.
+
+Stdlib only, python3.9+ (imported by the in-sandbox agent). A call becomes a
+background process when it is started with `background` or goes silent past
+its idle timeout: the agent keeps its pipes and subreaper, and its output
+goes to a ring buffer here instead of to the call's result. `Registry`
+hands out the `p<N>` handles, enforces the cap on live processes and
+forgets the oldest finished ones.
+
+The second half is the shell wrapper: an EXIT trap that writes the shell's
+final directory (and exported environment) to a FIFO only the agent reads,
+so a `cd` or `export` can outlive its call without touching its output or
+exit code.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import selectors
+import time
+from typing import Any
+
+# Finished processes kept for process_list / process_output, oldest dropped first.
+KEEP_FINISHED = 16
+COMMAND_SHOWN = 200
+
+
+class Ring:
+    """The newest `cap` bytes of a stream, and how far a reader has got."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = max(1, cap)
+        self.buf = bytearray()
+        self.total = 0
+        self.read_pos = 0
+
+    def add(self, data: bytes) -> None:
+        self.buf += data
+        self.total += len(data)
+        # Trim in batches so a flood of small writes stays linear.
+        if len(self.buf) > self.cap + 65536:
+            del self.buf[: len(self.buf) - self.cap]
+
+    def read(self, whole_chars: bool = False) -> tuple[bytes, int]:
+        """Bytes written since the last read, and how many of them fell off
+        the ring. With `whole_chars`, a UTF-8 character still being written
+        waits for the next read instead of being cut in two."""
+        if len(self.buf) > self.cap:
+            del self.buf[: len(self.buf) - self.cap]
+        start = self.total - len(self.buf)
+        dropped = max(0, start - self.read_pos)
+        data = bytes(self.buf[max(0, self.read_pos - start) :])
+        if whole_chars:
+            data = data[: len(data) - partial_utf8_tail(data)]
+        self.read_pos = max(self.read_pos, start) + len(data)
+        return data, dropped
+
+    @property
+    def unread(self) -> int:
+        return self.total - self.read_pos
+
+
+def partial_utf8_tail(data: bytes) -> int:
+    """How many bytes at the end of `data` start a UTF-8 character not yet complete."""
+    for back in range(1, min(4, len(data)) + 1):
+        byte = data[-back]
+        if byte & 0xC0 == 0x80:
+            continue  # a continuation byte: its lead is further back
+        need = 4 if byte >= 0xF0 else 3 if byte >= 0xE0 else 2 if byte >= 0xC0 else 1
+        return back if need > back else 0
+    return 0
+
+
+class Proc:
+    """A call the agent kept running after answering it."""
+
+    def __init__(self, process_id: str, call: Any, ring_cap: int) -> None:
+        self.process_id = process_id
+        self.call = call
+        self.ring = Ring(ring_cap)
+        self.command = str(call.spec.get("user_command", ""))
+        self.started = call.started
+        self.ended: float | None = None
+        self.kill_waiters: list[int] = []
+
+    @property
+    def alive(self) -> bool:
+        """Some process of its tree may still run (its subreaper lives)."""
+        return not self.call.reaper_exited
+
+    def state(self) -> str:
+        """ "running" while any process of its tree runs (the main one may
+        have exited: `cmd &` in a background command keeps it running)."""
+        if self.call.reason:
+            return "killed"
+        return "running" if self.alive else "exited"
+
+    def describe(self, exit_code: int | None) -> dict[str, Any]:
+        end = self.ended if self.ended is not None else time.monotonic()
+        shown = self.command
+        if len(shown) > COMMAND_SHOWN:
+            shown = shown[: COMMAND_SHOWN - 3] + "..."
+        return {
+            "process_id": self.process_id,
+            "pid": self.call.main_pid,
+            "command": shown,
+            "state": self.state(),
+            "exit_code": exit_code,
+            "runtime_s": round(end - self.started, 3),
+            "unread_bytes": self.ring.unread,
+        }
+
+
+class Registry:
+    def __init__(self) -> None:
+        self.procs: dict[str, Proc] = {}
+        self.counter = 0
+
+    def live(self) -> int:
+        return sum(1 for p in self.procs.values() if p.alive)
+
+    def has_room(self, cap: int) -> bool:
+        return self.live() < cap
+
+    def adopt(self, call: Any, ring_cap: int) -> Proc:
+        self.counter += 1
+        proc = Proc(f"p{self.counter}", call, ring_cap)
+        self.procs[proc.process_id] = proc
+        finished = [p for p in self.procs.values() if not p.alive]
+        for old in finished[: max(0, len(finished) - KEEP_FINISHED)]:
+            del self.procs[old.process_id]
+        return proc
+
+    def get(self, process_id: str) -> Proc | None:
+        return self.procs.get(str(process_id))
+
+    def killing(self) -> list[Proc]:
+        return [p for p in self.procs.values() if p.alive and p.call.reason]
+
+
+# -- shell state ------------------------------------------------------------
+# Variables bash itself sets: never worth persisting.
+SHELL_OWN_VARS = frozenset({"PWD", "OLDPWD", "SHLVL", "_"})
+STATE_CAP = 256 * 1024
+STATE_READ = 65536
+
+
+def make_state_dir() -> str:
+    """A root-owned directory in /tmp where the user may write FIFOs but not
+    create, list or replace anything; "" when it cannot be made."""
+    for _ in range(4):
+        path = f"/tmp/.toolrt-{secrets.token_hex(6)}"
+        try:
+            os.mkdir(path, 0o711)
+            os.chmod(path, 0o711)
+            return path
+        except OSError:
+            continue
+    return ""
+
+
+def open_state_fifo(state_dir: str, rid: int) -> tuple[str, int]:
+    """A FIFO the command's EXIT trap writes to; opened read-write so it
+    never reports end-of-file while the command has not written yet."""
+    path = f"{state_dir}/s{rid}-{secrets.token_hex(4)}"
+    os.mkfifo(path, 0o600)
+    os.chmod(path, 0o622)
+    fd = os.open(path, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
+    return path, fd
+
+
+def wrap_command(command: str, fifo: str, pipefail: bool, report_env: bool) -> str:
+    """`command` preceded, on its own first line, by the state trap.
+
+    The prelude shares the command's first line so bash's error messages
+    keep their line numbers. The trap leaves `$?` alone (bash exits with the
+    status the command had), writes nowhere the command's output goes, and
+    uses `>|` so `set -o noclobber` cannot stop it.
+    """
+    prelude = ""
+    if fifo:
+        dump = "builtin pwd -P; builtin printf '\\0'"
+        if report_env:
+            dump += "; /usr/bin/env -0"
+        trap = f"{{ {dump}; }} 2>/dev/null >| {fifo}"
+        prelude = f"builtin trap {_quote(trap)} EXIT; "
+    if pipefail:
+        prelude += "set -o pipefail; "
+    return prelude + command
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "'\\''") + "'"
+
+
+def parse_state(data: bytes) -> dict[str, Any]:
+    """The FIFO's bytes → {"cwd", "env"?} (env only when it was reported)."""
+    cwd, sep, rest = data.partition(b"\n\x00")
+    if not sep:
+        return {}
+    state: dict[str, Any] = {"cwd": cwd.decode("utf-8", "replace")}
+    if rest:
+        env: dict[str, str] = {}
+        for item in rest.split(b"\x00"):
+            name, eq, value = item.partition(b"=")
+            if not eq or not name:
+                continue
+            try:
+                key, text = name.decode(), value.decode()
+            except UnicodeDecodeError:
+                continue
+            if key not in SHELL_OWN_VARS:
+                env[key] = text
+        state["env"] = env
+    return state
+
+
+class BackgroundOps:
+    """The agent's methods for background processes and shell state.
+
+    A mixin of `agent.Agent`, kept here so the call loop stays readable; it
+    uses the agent's `calls`, `send`, `reply_error`, `send_captured`,
+    `exit_code`, `drain` and `kill`.
+    """
+
+    background: Registry
+    state_dir: str
+    sel: selectors.BaseSelector
+
+    def wrap(self, call: Any) -> None:
+        """Prefix the command with its options and the state-reporting trap."""
+        spec = call.spec
+        spec["user_command"] = spec["command"]
+        fifo = ""
+        if self.state_dir and spec.get("report_state"):
+            try:
+                fifo, fd = open_state_fifo(self.state_dir, call.rid)
+            except OSError:
+                fifo = ""
+            else:
+                call.state_path, call.state_fd = fifo, fd
+                self.sel.register(fd, selectors.EVENT_READ, ("state", call))
+        spec["command"] = wrap_command(
+            spec["command"], fifo, bool(spec.get("pipefail")), bool(spec.get("report_env"))
+        )
+
+    def read_state(self, call: Any) -> None:
+        while call.state_fd >= 0:
+            try:
+                data = os.read(call.state_fd, STATE_READ)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                data = b""
+            if not data:
+                return
+            if len(call.state_buf) < STATE_CAP:
+                call.state_buf += data
+
+    def settle_state(self, call: Any) -> None:
+        """Collect what the EXIT trap wrote (the main process is gone) and close the FIFO."""
+        if call.state_fd < 0:
+            return
+        self.read_state(call)
+        # Unlink before closing: a late writer then finds no FIFO instead of
+        # blocking forever on one without a reader.
+        try:
+            os.unlink(call.state_path)
+        except OSError:
+            pass
+        self.sel.unregister(call.state_fd)
+        os.close(call.state_fd)
+        call.state_fd = -1
+        if call.status is not None:
+            state = parse_state(bytes(call.state_buf))
+            if len(call.state_buf) >= STATE_CAP:
+                state.pop("env", None)  # cut short: only the directory is whole
+            call.shell_state = state
+        call.state_buf = bytearray()
+
+    def detach(self, call: Any, idle: bool) -> None:
+        """Answer the call now and keep its processes running as a handle."""
+        call.done = True
+        self.calls.pop(call.rid, None)
+        proc = self.background.adopt(call, int(call.spec.get("ring_cap", 256 * 1024)))
+        call.proc = proc
+        header: dict[str, Any] = {"id": call.rid, "op": "exit", "done": True, "killed": ""}
+        header["exit_code"] = self.exit_code(call)
+        header["idle"] = idle
+        header["background"] = proc.describe(header["exit_code"])
+        self.send_captured(call, header)
+        self.proc_update(proc)
+
+    def proc_update(self, proc: Proc) -> None:
+        call = proc.call
+        if proc.ended is None and (call.status is not None or call.reaper_exited):
+            proc.ended = time.monotonic()
+        if call.reaper_exited:
+            self.settle_state(call)
+            waiters, proc.kill_waiters = proc.kill_waiters, []
+            for rid in waiters:
+                self.send_proc(rid, proc)
+
+    def send_proc(self, rid: int, proc: Proc, body: bytes = b"", **extra: Any) -> None:
+        info = proc.describe(self.exit_code(proc.call))
+        self.send({"id": rid, "op": "process", "done": True, **info, **extra}, body)
+
+    def find_proc(self, rid: int, header: dict[str, Any]) -> Proc | None:
+        proc = self.background.get(header.get("process_id", ""))
+        if proc is None:
+            known = ", ".join(self.background.procs) or "none"
+            self.reply_error(
+                rid,
+                "NOT_FOUND",
+                f"no background process {str(header.get('process_id'))[:40]!r} "
+                f"(known handles: {known})",
+            )
+        return proc
+
+    def op_process_list(self, rid: int, header: dict[str, Any], body: bytes) -> None:
+        listed = [p.describe(self.exit_code(p.call)) for p in self.background.procs.values()]
+        self.send({"id": rid, "op": "processes", "done": True, "processes": listed})
+
+    def op_process_output(self, rid: int, header: dict[str, Any], body: bytes) -> None:
+        proc = self.find_proc(rid, header)
+        if proc is not None:
+            data, dropped = proc.ring.read(whole_chars=proc.alive)
+            self.send_proc(rid, proc, data, dropped_bytes=dropped)
+
+    def op_process_kill(self, rid: int, header: dict[str, Any], body: bytes) -> None:
+        proc = self.find_proc(rid, header)
+        if proc is None:
+            return
+        if not proc.alive:
+            self.send_proc(rid, proc, was_running=False)
+            return
+        proc.kill_waiters.append(rid)
+        self.kill(proc.call, "killed")
+
+    def on_silence(self, call: Any) -> None:
+        cap = int(call.spec.get("max_background", 8))
+        if call.on_idle == "background" and self.background.has_room(cap):
+            self.drain(call)
+            if not call.done:
+                self.detach(call, idle=True)
+            return
+        call.spec["idle_cap_hit"] = call.on_idle == "background"
+        self.kill(call, "idle")

@@ -1,0 +1,185 @@
+"""`process_list`, `process_output`, `process_kill`: the session's background processes.
+
+A `shell` call started with `background: true`, or one that went silent past
+its idle timeout, keeps running in the sandbox under a handle (`p1`, `p2`,
+...). The agent keeps each one's newest output in a ring buffer; these tools
+list the handles, read (and wait on) their output, and stop them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import regex
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from runtime.errors import InvalidArguments
+from runtime.tools.base import Tool, ToolContext
+from runtime.tools.output import render_stream
+
+POLL_S = 0.1
+# A model-written pattern runs against untrusted output: bound its time.
+MATCH_TIMEOUT_S = 0.2
+
+LIST_DESCRIPTION = """\
+List this session's background processes (started by shell with \
+background: true, or moved to the background after going silent): \
+process_id, pid, command, state (running while any process it started \
+runs; exited; killed), exit_code of its main process, runtime_s, and \
+unread_bytes of output not read yet with process_output. Use it to find a \
+handle again; ordinary shell calls never appear here.\
+"""
+
+OUTPUT_DESCRIPTION = """\
+Read the output a background process printed since the last read (stdout and \
+stderr together, in arrival order), with its state and exit code.
+
+With wait_for (a regular expression), wait until the new output matches it, \
+e.g. "Listening on|Serving" for a server that is ready, then return \
+(matched: true). With timeout_s and no wait_for, wait until the process \
+exits. Either way it returns when the process exits or timeout_s (default \
+30 s when waiting) passes; matched: false then. Only the newest output of a \
+process is kept (dropped_bytes says how much was lost between reads). Not \
+for ordinary commands: shell returns their output itself.\
+"""
+
+KILL_DESCRIPTION = """\
+Stop a background process and every process it started (TERM, then KILL \
+after a short grace). Returns its final state. Use process_list to find the \
+process_id. Stop servers you no longer need: a session runs only a few \
+background processes at once.\
+"""
+
+
+class ProcessListArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ProcessIdArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    process_id: str = Field(
+        min_length=1,
+        max_length=64,
+        description="The handle shell returned, such as p1.",
+    )
+
+
+class ProcessOutputArgs(ProcessIdArgs):
+    wait_for: str | None = Field(
+        None,
+        min_length=1,
+        max_length=1000,
+        description="Regular expression to wait for in the new output (e.g. Listening).",
+    )
+    timeout_s: float | None = Field(
+        None,
+        gt=0,
+        allow_inf_nan=False,
+        description="Longest wait in seconds (default 30 with wait_for; capped by the "
+        "session's call timeout).",
+    )
+
+    @field_validator("wait_for")
+    @classmethod
+    def _compiles(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                regex.compile(value)
+            except regex.error as exc:
+                msg = f"not a valid regular expression: {exc}"
+                raise ValueError(msg) from exc
+        return value
+
+
+def _info(header: dict[str, Any]) -> dict[str, Any]:
+    keys = ("process_id", "pid", "command", "state", "exit_code", "runtime_s")
+    return {key: header.get(key) for key in keys}
+
+
+async def run_list(ctx: ToolContext, args: ProcessListArgs) -> dict[str, Any]:
+    header, _ = await ctx.agent("process_list", {})
+    return {"processes": header.get("processes", [])}
+
+
+async def run_kill(ctx: ToolContext, args: ProcessIdArgs) -> dict[str, Any]:
+    header, _ = await ctx.agent("process_kill", {"process_id": args.process_id})
+    return {**_info(header), "was_running": header.get("was_running", True)}
+
+
+class _Collected:
+    """Output gathered over the polls of one call, newest `cap` bytes kept."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.data = bytearray()
+        self.dropped = 0
+
+    def add(self, chunk: bytes, dropped: int) -> None:
+        self.dropped += dropped
+        self.data += chunk
+        excess = len(self.data) - self.cap
+        if excess > 0:
+            self.dropped += excess
+            del self.data[:excess]
+
+    def text(self) -> tuple[str, bool]:
+        """The output as text, and whether invalid UTF-8 was replaced."""
+        return render_stream(bytes(self.data), b"", {"total": len(self.data)})
+
+
+def _search(pattern: regex.Pattern[str], text: str) -> bool:
+    try:
+        return pattern.search(text, timeout=MATCH_TIMEOUT_S) is not None
+    except TimeoutError as exc:
+        msg = "wait_for took too long to match (catastrophic backtracking?); simplify it"
+        raise InvalidArguments(msg) from exc
+
+
+async def run_output(ctx: ToolContext, args: ProcessOutputArgs) -> dict[str, Any]:
+    waits = args.wait_for is not None or args.timeout_s is not None
+    timeout = min(args.timeout_s or 30.0, ctx.limits.call_timeout_s) if waits else 0.0
+    deadline = time.monotonic() + timeout
+    pattern = regex.compile(args.wait_for) if args.wait_for else None
+    collected = _Collected(ctx.limits.output_cap_bytes)
+    matched = False
+    while True:
+        header, body = await ctx.agent("process_output", {"process_id": args.process_id})
+        collected.add(body, int(header.get("dropped_bytes", 0)))
+        if pattern is not None and body:
+            matched = _search(pattern, collected.text()[0])
+        if matched or header.get("state") != "running" or time.monotonic() >= deadline:
+            break
+        await asyncio.sleep(min(POLL_S, max(0.0, deadline - time.monotonic())))
+    text, replaced = collected.text()
+    output = {**_info(header), "output": text, "dropped_bytes": collected.dropped}
+    if replaced:
+        output["invalid_utf8_replaced"] = True
+    if pattern is not None:
+        output["matched"] = matched
+    return output
+
+
+PROCESS_LIST = Tool(
+    name="process_list",
+    description=LIST_DESCRIPTION,
+    arguments=ProcessListArgs,
+    run=run_list,
+    read_only=True,
+)
+PROCESS_OUTPUT = Tool(
+    name="process_output",
+    description=OUTPUT_DESCRIPTION,
+    arguments=ProcessOutputArgs,
+    run=run_output,
+    read_only=True,
+)
+PROCESS_KILL = Tool(
+    name="process_kill",
+    description=KILL_DESCRIPTION,
+    arguments=ProcessIdArgs,
+    run=run_kill,
+    read_only=False,
+)

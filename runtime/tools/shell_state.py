@@ -1,0 +1,73 @@
+"""What a session's shell remembers between calls: its directory and exports.
+
+The agent reports the shell's final directory (and, with `persist_env`, its
+exported environment) after each call that ran to its end; this module
+decides what of it the session keeps.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass, field
+from typing import Any
+
+from runtime.tools.base import ToolContext
+
+HOME = "/workspace"
+# Until the session allowlist module lands, the shell may stay in these roots.
+ALLOWED_ROOTS = ("/workspace", "/tmp")
+STATE_KEY = "shell"
+
+
+def cwd_allowed(path: str) -> bool:
+    """May the next call start in `path` (already resolved inside the sandbox)?"""
+    if not path.startswith("/"):
+        return False
+    path = posixpath.normpath(path)
+    return any(path == root or path.startswith(root + "/") for root in ALLOWED_ROOTS)
+
+
+@dataclass
+class ShellState:
+    cwd: str = HOME
+    # Exports made with persist_env, and variables it unset.
+    env_set: dict[str, str] = field(default_factory=dict)
+    env_unset: set[str] = field(default_factory=set)
+
+    @classmethod
+    def of(cls, ctx: ToolContext) -> ShellState:
+        state = ctx.state.get(STATE_KEY)
+        if not isinstance(state, ShellState):
+            state = ctx.state[STATE_KEY] = ShellState()
+        return state
+
+    def environment(self, base: dict[str, str]) -> dict[str, str]:
+        env = {k: v for k, v in base.items() if k not in self.env_unset}
+        env.update(self.env_set)
+        return env
+
+    def record(
+        self, report: dict[str, Any], sent_env: dict[str, str], persist_env: bool
+    ) -> str | None:
+        """Keep what a finished call left behind; a note for the model, if any."""
+        note = None
+        cwd = report.get("cwd")
+        if isinstance(cwd, str) and cwd:
+            if cwd_allowed(cwd):
+                self.cwd = cwd
+            else:
+                note = (
+                    f"the command ended in {cwd}, outside the allowed directories "
+                    f"({', '.join(ALLOWED_ROOTS)}); the next call starts in {self.cwd}"
+                )
+        env = report.get("env")
+        if persist_env and isinstance(env, dict):
+            for key, value in env.items():
+                if sent_env.get(key) != value:
+                    self.env_set[key] = str(value)
+                    self.env_unset.discard(key)
+            for key in sent_env:
+                if key not in env:
+                    self.env_unset.add(key)
+                    self.env_set.pop(key, None)
+        return note
