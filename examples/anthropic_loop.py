@@ -31,12 +31,8 @@ def agent_loop(session: SessionHandle, create: Create, task: str) -> list[Any]:
     messages: list[Any] = [{"role": "user", "content": task}]
     while True:
         response = create(system=_story.SYSTEM, messages=messages, tools=tools)
-        messages.append(
-            {
-                "role": "assistant",
-                "content": [block.model_dump(exclude_none=True) for block in response.content],
-            }
-        )
+        content = [block.model_dump(exclude_none=True) for block in response.content]
+        messages.append({"role": "assistant", "content": content})
         if response.stop_reason != "tool_use":
             return messages
         results, _ = session.execute_message("anthropic", response.model_dump())
