@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 from typing import Any
 
 import grpc
@@ -11,12 +13,14 @@ from openai.types.responses import ResponseInputParam
 from pydantic import TypeAdapter
 
 from examples import _story, anthropic_loop, gemini_loop, openai_loop
+from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
 from runtime.client import ToolrtRpcError
 from runtime.dialects.registry import DIALECTS
 from runtime.tools.base import Tool
 from runtime.tools.registry import Registry
 from runtime.tools.shell import SHELL, ShellArgs, run_shell
 from tests import provider_types as sdk
+from tests.conftest import containers_of
 
 pytestmark = pytest.mark.docker
 
@@ -198,3 +202,25 @@ def test_a_replayed_message_never_runs_twice(session):
     again, _ = session.execute_message("openai", message)  # a retry after a lost response
     assert again == first
     assert session.shell("cat /workspace/log").output["stdout"] == "run\n"
+
+
+def test_execute_batch_answers_every_call_when_the_sandbox_dies_mid_batch(
+    daemon, client, docker_client
+):
+    session = client.create_session()
+    container = docker_client.containers.get(f"toolrt-{session.id}")
+    threading.Timer(1.0, container.kill).start()
+    calls = [
+        pb.ToolCall(id="a", name="shell", arguments_json='{"command": "sleep 60"}'),
+        pb.ToolCall(id="b", name="shell", arguments_json='{"command": "echo never"}'),
+        pb.ToolCall(id="c", name="shell", arguments_json='{"command": "echo never"}'),
+    ]
+    reply = client.stub.ExecuteBatch(pb.ExecuteBatchRequest(session_id=session.id, calls=calls))
+    assert [r.call_id for r in reply.results] == ["a", "b", "c"]
+    assert [r.error.code for r in reply.results] == ["SANDBOX_LOST"] * 3
+    # The session is closed and its container removed.
+    deadline = time.monotonic() + 30
+    while containers_of(docker_client, daemon.instance) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not containers_of(docker_client, daemon.instance)
+    assert not client.list_sessions()
