@@ -358,3 +358,19 @@ def test_provider_fields_toolrt_does_not_use_are_ignored():
     assert parse("anthropic", message) == [ToolCall("t", "shell", "{}")]
     part = {"functionCall": {"name": "shell", "id": "g"}, "thoughtSignature": "abc"}
     assert parse("gemini", {"parts": [part, {"text": "x"}]}) == [ToolCall("g", "shell", "{}")]
+
+
+class MapArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    headers: dict[str, str] = Field(description="Required free-form map.")
+
+
+def test_a_tool_that_cannot_be_strict_is_exported_loose():
+    tool = Tool(name="maps", description="Needs a map.", arguments=MapArgs, run=_never)
+    (exported,) = json.loads(export_catalog("openai", Registry([tool]).catalog()))
+    assert exported["function"]["strict"] is False
+    assert exported["function"]["parameters"]["properties"]["headers"]["type"] == "object"
+    sdk.check_catalog("openai", [exported])
+    (gemini_tools,) = json.loads(export_catalog("gemini", Registry([tool]).catalog()))
+    headers = gemini_tools["functionDeclarations"][0]["parameters"]["properties"]["headers"]
+    assert headers["type"] == "OBJECT"  # kept, being required

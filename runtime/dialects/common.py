@@ -122,10 +122,9 @@ def arguments_string(obj: dict[str, Any], key: str, where: str) -> str:
 
 def error_object(result: ToolResult) -> dict[str, Any]:
     """`{"error": {code, message}}`, plus what the call produced before failing."""
-    assert result.error is not None
-    payload: dict[str, Any] = {
-        "error": {"code": result.error.code, "message": result.error.message}
-    }
+    error = result.error
+    code, message = (error.code, error.message) if error else ("INTERNAL", "no error recorded")
+    payload: dict[str, Any] = {"error": {"code": code, "message": message}}
     if result.output:
         payload["output"] = result.output
     return payload
