@@ -30,7 +30,7 @@ def agent_loop(session: SessionHandle, create: Create, task: str) -> list[Any]:
     contents: list[Any] = [{"role": "user", "parts": [{"text": task}]}]
     while True:
         content = create(contents=contents, config=config).candidates[0].content
-        contents.append(content.model_dump(mode="json", exclude_none=True))
+        contents.append(content)  # as is: keeps thought signatures intact
         if not any(part.function_call for part in content.parts or []):
             return contents
         results, _ = session.execute_message("gemini", content.model_dump(mode="json"))
@@ -73,7 +73,7 @@ def main() -> None:
 
     with Client(args.target) as client, client.session() as session:
         contents = agent_loop(session, create, args.task)
-    print(contents[-1]["parts"][-1]["text"])
+    print("".join(part.text or "" for part in contents[-1].parts or []))
 
 
 if __name__ == "__main__":
