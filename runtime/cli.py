@@ -7,6 +7,7 @@ import asyncio
 import json
 import logging
 import sys
+import uuid
 from typing import Any
 
 from runtime.config import load_config
@@ -27,6 +28,26 @@ def _serve(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     asyncio.run(serve(config))
+    return 0
+
+
+def _mcp(args: argparse.Namespace) -> int:
+    from runtime.mcp_front import LocalFront, RemoteFront, ToolFront, serve_mcp
+
+    # stdout carries the protocol: logs go to stderr.
+    logging.basicConfig(
+        level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    front: ToolFront
+    if args.target:
+        front = RemoteFront(args.target)
+    else:
+        overrides = {
+            "instance": args.instance or f"toolrt-mcp-{uuid.uuid4().hex[:12]}",
+            "image": args.image,
+        }
+        front = LocalFront(load_config(args.config, overrides))
+    asyncio.run(serve_mcp(front))
     return 0
 
 
@@ -81,6 +102,15 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--instance", help="this daemon's name in container labels")
     serve.add_argument("--image", help="default sandbox image")
     serve.set_defaults(func=_serve)
+
+    mcp = sub.add_parser("mcp", help="serve the tools as an MCP server on stdio")
+    mcp.add_argument(
+        "--target", default="", help="use a session on this running daemon (default: in-process)"
+    )
+    mcp.add_argument("--config", help="TOML config file of the in-process core")
+    mcp.add_argument("--instance", help="container label of the in-process core (default: unique)")
+    mcp.add_argument("--image", help="sandbox image")
+    mcp.set_defaults(func=_mcp)
 
     def client_parser(name: str, help_text: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text)

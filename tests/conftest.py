@@ -20,6 +20,7 @@ import pytest
 from runtime.client import Client
 from runtime.config import Config, load_config
 from runtime.server.app import Daemon, build_daemon
+from runtime.tools.registry import Registry
 
 TEST_LABEL = "toolrt.test"
 IMAGE = "toolrt-sandbox:default"
@@ -82,7 +83,7 @@ class RunningDaemon:
             self.thread.join(30)
 
 
-def start_daemon(config: Config) -> RunningDaemon:
+def start_daemon(config: Config, registry: Registry | None = None) -> RunningDaemon:
     loop = asyncio.new_event_loop()
     ready = threading.Event()
     holder: dict[str, Any] = {}
@@ -92,7 +93,7 @@ def start_daemon(config: Config) -> RunningDaemon:
 
         async def boot() -> None:
             try:
-                daemon = build_daemon(config)
+                daemon = build_daemon(config, registry=registry)
                 await daemon.start()
                 holder["daemon"] = daemon
             except BaseException as exc:  # noqa: BLE001 - reported to the test
@@ -119,8 +120,8 @@ def make_daemon(docker_client: docker.DockerClient) -> Iterator[Any]:
     """Start daemons with config overrides; all stopped and leak-checked after."""
     started: list[RunningDaemon] = []
 
-    def make(**overrides: Any) -> RunningDaemon:
-        running = start_daemon(config_for_test(**overrides))
+    def make(registry: Registry | None = None, **overrides: Any) -> RunningDaemon:
+        running = start_daemon(config_for_test(**overrides), registry)
         started.append(running)
         return running
 

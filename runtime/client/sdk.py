@@ -104,6 +104,21 @@ class Client:
         reply = _rpc(self.stub.Execute, pb.ExecuteRequest(session_id=session_id, call=call))
         return Result.from_pb(reply)
 
+    def execute_message(
+        self, session_id: str, dialect: str, message: Any
+    ) -> tuple[Any, list[Result]]:
+        """Run every tool call in a provider message (a dict/list or its JSON text).
+
+        Returns what to append to the conversation (the provider's shape) and
+        the neutral results, one per call in order.
+        """
+        text = message if isinstance(message, str) else json.dumps(message)
+        request = pb.ExecuteMessageRequest(
+            session_id=session_id, dialect=dialect, message_json=text
+        )
+        reply = _rpc(self.stub.ExecuteMessage, request, self.timeout)
+        return json.loads(reply.results_json), [Result.from_pb(r) for r in reply.results]
+
     def stream(
         self, session_id: str, tool: str, arguments: dict[str, Any], call_id: str = ""
     ) -> Iterator[tuple[str, bytes] | Result]:
@@ -146,6 +161,9 @@ class SessionHandle:
 
     def call(self, tool: str, arguments: dict[str, Any] | str, call_id: str = "") -> Result:
         return self.client.call(self.id, tool, arguments, call_id)
+
+    def execute_message(self, dialect: str, message: Any) -> tuple[Any, list[Result]]:
+        return self.client.execute_message(self.id, dialect, message)
 
     def shell(self, command: str, **arguments: Any) -> Result:
         return self.call("shell", {"command": command, **arguments})

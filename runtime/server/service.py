@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -11,14 +10,13 @@ import grpc
 
 from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
 from runtime._proto.toolruntime.v1 import runtime_pb2_grpc as pb_grpc
-from runtime.errors import BadRequest
+from runtime.dialects import registry as dialects
 from runtime.models import ToolResult
 from runtime.server import convert
 from runtime.sessions.manager import SessionManager
 
 # Until authentication lands every caller is this tenant.
 DEFAULT_TENANT = "default"
-KNOWN_DIALECTS = ("neutral",)
 
 
 def tenant_of(context: grpc.aio.ServicerContext) -> str:
@@ -63,11 +61,8 @@ class ToolRuntimeService(pb_grpc.ToolRuntimeServicer):
     async def ListTools(
         self, request: pb.ListToolsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListToolsResponse:
-        dialect = request.dialect or "neutral"
-        if dialect not in KNOWN_DIALECTS:
-            msg = f"unknown dialect {dialect!r}; known: {', '.join(KNOWN_DIALECTS)}"
-            raise BadRequest(msg)
-        return pb.ListToolsResponse(tools_json=json.dumps(self._manager.registry.catalog()))
+        tools_json = dialects.export_catalog(request.dialect, self._manager.registry.catalog())
+        return pb.ListToolsResponse(tools_json=tools_json)
 
     async def Execute(
         self, request: pb.ExecuteRequest, context: grpc.aio.ServicerContext
@@ -118,8 +113,13 @@ class ToolRuntimeService(pb_grpc.ToolRuntimeServicer):
 
     async def ExecuteMessage(
         self, request: pb.ExecuteMessageRequest, context: grpc.aio.ServicerContext
-    ) -> Any:
-        await _not_yet(context, "ExecuteMessage")
+    ) -> pb.ExecuteMessageResponse:
+        calls = dialects.parse_message(request.dialect, request.message_json)
+        results = await self._manager.execute_batch(tenant_of(context), request.session_id, calls)
+        return pb.ExecuteMessageResponse(
+            results_json=dialects.render_results(request.dialect, calls, results),
+            results=[convert.result_to_pb(r) for r in results],
+        )
 
     async def UploadFiles(self, request_iterator: Any, context: grpc.aio.ServicerContext) -> Any:
         await _not_yet(context, "UploadFiles")

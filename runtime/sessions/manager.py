@@ -25,6 +25,7 @@ from runtime.errors import (
     SandboxLost,
     SessionNotFound,
     ToolFailure,
+    UnknownTool,
 )
 from runtime.models import ToolCall, ToolResult
 from runtime.sandbox.backend import SandboxBackend, SandboxSpec
@@ -268,9 +269,53 @@ class SessionManager:
     async def execute_batch(
         self, tenant: str, session_id: str, calls: list[ToolCall]
     ) -> list[ToolResult]:
+        """One model turn's calls: one result per call, in call order.
+
+        Consecutive read-only calls run together; a call with side effects
+        runs alone, after everything before it and before everything after
+        it, so the batch behaves as if run in order while reads overlap.
+        """
         self.get(tenant, session_id)
         ids = [c.id for c in calls]
+        if not all(ids):
+            msg = "every ToolCall in a batch needs a non-empty id: results are tied to it"
+            raise BadRequest(msg)
         if len(set(ids)) != len(ids):
             msg = "duplicate call ids in one batch; every call needs its own id"
             raise BadRequest(msg)
-        return [await self.execute(tenant, session_id, call) for call in calls]
+        results: list[ToolResult] = []
+        for group in self._batch_groups(calls):
+            results += await asyncio.gather(
+                *(self._execute_in_batch(tenant, session_id, call) for call in group)
+            )
+        return results
+
+    def _batch_groups(self, calls: list[ToolCall]) -> list[list[ToolCall]]:
+        """Runs of read-only calls, and every other call on its own."""
+        groups: list[list[ToolCall]] = []
+        reads: list[ToolCall] = []
+        for call in calls:
+            if self._read_only(call.name):
+                reads.append(call)
+                continue
+            if reads:
+                groups.append(reads)
+                reads = []
+            groups.append([call])
+        if reads:
+            groups.append(reads)
+        return groups
+
+    def _read_only(self, name: str) -> bool:
+        try:
+            return self._registry.get(name).read_only
+        except UnknownTool:
+            return False
+
+    async def _execute_in_batch(self, tenant: str, session_id: str, call: ToolCall) -> ToolResult:
+        """`execute`, except that a session lost mid-batch answers the rest."""
+        try:
+            return await self.execute(tenant, session_id, call)
+        except SessionNotFound:
+            lost = SandboxLost("the session was closed before this call could run")
+            return ToolResult.failed(call.id, lost)
