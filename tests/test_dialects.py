@@ -216,7 +216,8 @@ def test_openai_catalogs_are_strict(catalog):
 
 
 def test_strict_optional_properties_are_nullable_and_null_means_absent():
-    (tool,) = json.loads(export_catalog("openai", default_registry().catalog()))
+    tools = json.loads(export_catalog("openai", default_registry().catalog()))
+    (tool,) = [t for t in tools if t["function"]["name"] == "shell"]
     props = tool["function"]["parameters"]["properties"]
     assert props["command"]["type"] == "string"
     assert props["cwd"]["type"] == ["string", "null"]

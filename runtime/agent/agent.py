@@ -293,28 +293,32 @@ class Agent(background.BackgroundOps):
     def on_status(self, fd: int, call: Call) -> None:
         if call.status_fd != fd:
             return
-        try:
-            data = os.read(fd, 4096)
-        except (BlockingIOError, InterruptedError):
-            return
-        if not data:
-            self.sel.unregister(fd)
-            os.close(fd)
-            call.status_fd = -1
-            self.maybe_finish(call)
-            return
-        call.status_buf += data
-        *lines, call.status_buf = call.status_buf.split(b"\n")
-        for line in lines:
-            msg = json.loads(line)
-            if "pid" in msg:
-                call.main_pid = msg["pid"]
-            elif "status" in msg:
-                call.status = msg["status"]
-                self.settle_state(call)
-            elif "spawn_error" in msg:
-                call.spawn_error = msg
+        self.read_status(call)
         self.maybe_finish(call)
+
+    def read_status(self, call: Call) -> None:
+        """Take in what the subreaper reported; close the pipe at its end."""
+        while call.status_fd >= 0:
+            try:
+                data = os.read(call.status_fd, 4096)
+            except (BlockingIOError, InterruptedError):
+                return
+            if not data:
+                self.sel.unregister(call.status_fd)
+                os.close(call.status_fd)
+                call.status_fd = -1
+                return
+            call.status_buf += data
+            *lines, call.status_buf = call.status_buf.split(b"\n")
+            for line in lines:
+                msg = json.loads(line)
+                if "pid" in msg:
+                    call.main_pid = msg["pid"]
+                elif "status" in msg:
+                    call.status = msg["status"]
+                    self.settle_state(call)
+                elif "spawn_error" in msg:
+                    call.spawn_error = msg
 
     def drain(self, call: Call) -> None:
         """Take what the main process wrote before it exited."""
@@ -421,6 +425,9 @@ class Agent(background.BackgroundOps):
             call = self.by_reaper.pop(pid, None)
             if call is not None:
                 call.reaper_exited = True
+                # Its last report may still sit in the pipe: read it before
+                # deciding how the call ended (else a clean exit looks killed).
+                self.read_status(call)
                 self.maybe_finish(call)
 
     def check_deadlines(self) -> float | None:

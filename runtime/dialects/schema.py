@@ -99,8 +99,12 @@ def split_null(node: Schema) -> tuple[Schema, bool]:
 
 
 def is_free_map(node: Schema) -> bool:
-    """An object whose keys are not known in advance."""
-    return node.get("type") == "object" and not node.get("properties")
+    """An object whose keys are not known in advance (not one with no keys)."""
+    return (
+        node.get("type") == "object"
+        and not node.get("properties")
+        and node.get("additionalProperties", True) is not False
+    )
 
 
 def _optional_free_map(node: Schema, required: bool) -> bool:
@@ -120,7 +124,7 @@ def _strict(node: Schema, nullable: bool) -> Schema:
         required = set(node.get("required", ()))
         props = {
             name: _strict(prop, name not in required)
-            for name, prop in node["properties"].items()
+            for name, prop in node.get("properties", {}).items()
             if not _optional_free_map(prop, name in required)
         }
         out.update(properties=props, required=list(props), additionalProperties=False)

@@ -144,7 +144,9 @@ class DockerBackend:
 
     # -- lifecycle ----------------------------------------------------------
     def _labels(self, spec: SandboxSpec) -> dict[str, str]:
-        labels = {k: v for k, v in self._config.extra_labels.items() if not k.startswith("toolrt.")}
+        # Operators may add their own toolrt.* labels (tests mark containers
+        # toolrt.test); requests may not, and nobody overrides the three below.
+        labels = dict(self._config.extra_labels)
         labels.update({k: v for k, v in spec.labels.items() if not k.startswith("toolrt.")})
         labels[LABEL_SESSION] = spec.session_id
         labels[LABEL_DAEMON] = self._config.instance
