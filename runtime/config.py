@@ -105,6 +105,9 @@ class Config(BaseModel):
     """Labels added to every container (cannot override `toolrt.*`)."""
     log_level: str = "INFO"
     """Python logging level of the daemon."""
+    allowlist_max_roots: list[str] = Field(default_factory=lambda: ["/workspace", "/tmp"])
+    """Ceiling of every session's path allowlist: requested read/write roots
+    must lie below one of these (else INVALID_ARGUMENT)."""
 
 
 def _set_path(target: dict[str, Any], dotted: list[str], value: Any) -> None:

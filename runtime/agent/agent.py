@@ -25,6 +25,7 @@ from typing import Any
 # read-only root-owned bind mount, so putting it back is safe.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import files  # noqa: E402
 import procs  # noqa: E402
 import protocol  # noqa: E402
 
@@ -113,6 +114,7 @@ class Agent:
             "cancel": self.op_cancel,
             "ping": self.op_ping,
         }
+        self.handlers.update(files.handlers(self))
         self.wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         signal.set_wakeup_fd(wake_w)
         signal.signal(signal.SIGCHLD, lambda *_: None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
@@ -19,6 +19,7 @@ from runtime.errors import (
     PathDenied,
     ToolFailure,
 )
+from runtime.policy.allowlist import PathPolicy
 from runtime.sandbox.backend import EventSink, Sandbox
 
 ArgsT = TypeVar("ArgsT", bound=BaseModel)
@@ -44,6 +45,8 @@ class ToolContext:
     stream_cap_bytes: int
     # Set by ExecuteStream: receives (stream name, raw bytes) as they arrive.
     on_output: Callable[[str, bytes], None] | None = None
+    # The session's path allowlist (file tools and `cwd`).
+    allowlist: PathPolicy = field(default_factory=PathPolicy)
 
     async def agent(
         self,

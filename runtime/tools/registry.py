@@ -9,6 +9,8 @@ from pydantic import BaseModel
 
 from runtime.errors import UnknownTool
 from runtime.tools.base import Tool
+from runtime.tools.files import EDIT_FILE, LIST_FILES, READ_FILE, WRITE_FILE
+from runtime.tools.run_tests import RUN_TESTS
 from runtime.tools.shell import SHELL
 from runtime.tools.validation import parse_arguments
 
@@ -41,4 +43,4 @@ class Registry:
 
 
 def default_registry() -> Registry:
-    return Registry([SHELL])
+    return Registry([SHELL, READ_FILE, WRITE_FILE, EDIT_FILE, LIST_FILES, RUN_TESTS])

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from runtime.errors import CallTimeout, LimitExceeded
 from runtime.tools.base import Tool, ToolContext
+from runtime.tools.files import checked_path
 from runtime.tools.output import render_stream
 
 # What every command sees before the session's and the call's own env: no
@@ -125,6 +126,8 @@ def shell_output(header: dict[str, Any], body: bytes) -> dict[str, Any]:
 
 async def run_shell(ctx: ToolContext, args: ShellArgs) -> dict[str, Any]:
     timeout = min(args.timeout_s or ctx.limits.call_timeout_s, ctx.limits.call_timeout_s)
+    if args.cwd is not None:
+        await checked_path(ctx, args.cwd)  # the allowlist's read roots govern cwd
     spec = {
         "command": args.command,
         "cwd": args.cwd or "/workspace",
