@@ -291,6 +291,11 @@ class Agent:
     def maybe_finish(self, call: Call) -> None:
         if call.done:
             return
+        if call.reaper_exited and call.status is None and call.status_fd >= 0:
+            # The subreaper's last report may still sit in its pipe when its
+            # exit is seen first: read it (on_status comes back here).
+            self.on_status(call.status_fd, call)
+            return
         killed = bool(call.reason)
         if killed:
             # A killed call ends when its subreaper is gone (tree dead) or

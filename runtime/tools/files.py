@@ -101,12 +101,12 @@ async def checked_path(ctx: ToolContext, path: str, write: bool = False) -> tupl
 
 def decode_text(data: bytes, cut: bool) -> str | None:
     """UTF-8 text, or None for binary data (a cut may split one character)."""
-    for trim in range(4 if cut else 1):
-        try:
-            return data[: len(data) - trim].decode("utf-8")
-        except UnicodeDecodeError:
-            continue
-    return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if cut and exc.reason == "unexpected end of data":
+            return data[: exc.start].decode("utf-8", errors="strict")
+        return None
 
 
 async def read_file(ctx: ToolContext, args: ReadFileArgs) -> dict[str, Any]:
