@@ -464,24 +464,19 @@ def _move_into_place(staging: str, dest: str, members: list[tuple[str, tarfile.T
             os.close(dst_parent)
 
 
-def op_extract(header: dict[str, Any], body: bytes) -> tuple[dict[str, Any], bytes]:
-    """Unpack a tar archive below `dest`: every member checked, all or nothing."""
-    dest = header["dest"].rstrip("/") or "/"
-    try:
-        tar = tarfile.open(fileobj=io.BytesIO(body), mode="r:*")
-        infos = tar.getmembers()
-    except (tarfile.TarError, EOFError, OSError) as exc:
-        raise FileOpError(INVALID_ARGUMENTS, f"not a readable tar archive: {exc}") from None
-    members: list[tuple[str, tarfile.TarInfo]] = []
-    names: set[str] = set()
-    total = 0
-    for info in infos:
-        clean = _check_member(info, names)
-        if info.isfile():
-            names.add(clean)
-            total += info.size
-        members.append((clean, info))
-    os.close(open_dir(dest, create=True))
+def _first_missing(path: str) -> str:
+    """The shortest prefix of `path` that does not exist ("" when all do)."""
+    parts = _components(path)
+    for end in range(1, len(parts) + 1):
+        prefix = "/" + "/".join(parts[:end])
+        if not os.path.lexists(prefix):
+            return prefix
+    return ""
+
+
+def _unpack(
+    tar: tarfile.TarFile, members: list[tuple[str, tarfile.TarInfo]], dest: str, total: int
+) -> None:
     vfs = os.statvfs(dest)
     free = vfs.f_bavail * vfs.f_frsize
     if total > free:
@@ -502,6 +497,38 @@ def op_extract(header: dict[str, Any], body: bytes) -> tuple[dict[str, Any], byt
             _rmtree(parent, staging_name)
     finally:
         os.close(parent)
+
+
+def op_extract(header: dict[str, Any], body: bytes) -> tuple[dict[str, Any], bytes]:
+    """Unpack a tar archive below `dest`: every member checked, all or nothing."""
+    dest = header["dest"].rstrip("/") or "/"
+    try:
+        tar = tarfile.open(fileobj=io.BytesIO(body), mode="r:*")
+        infos = tar.getmembers()
+    except (tarfile.TarError, EOFError, OSError) as exc:
+        raise FileOpError(INVALID_ARGUMENTS, f"not a readable tar archive: {exc}") from None
+    members: list[tuple[str, tarfile.TarInfo]] = []
+    names: set[str] = set()
+    total = 0
+    for info in infos:
+        clean = _check_member(info, names)
+        if info.isfile():
+            names.add(clean)
+            total += info.size
+        members.append((clean, info))
+    created = _first_missing(dest)
+    os.close(open_dir(dest, create=True))
+    try:
+        _unpack(tar, members, dest, total)
+    except BaseException:
+        # All or nothing: directories made for the destination go too.
+        if created:
+            parent, name = open_parent(created)
+            try:
+                _rmtree(parent, name)
+            finally:
+                os.close(parent)
+        raise
     files = sum(1 for _, m in members if not m.isdir())
     return {"files": files, "bytes": total}, b""
 
@@ -600,5 +627,8 @@ def run(agent: Any, rid: int, fn: Callable[[], tuple[dict[str, Any], bytes]]) ->
     except OSError as exc:
         failure = os_failure(exc, getattr(exc, "filename", None) or "path")
         agent.reply_error(rid, failure.code, failure.message)
+        return
+    except (tarfile.TarError, EOFError) as exc:
+        agent.reply_error(rid, INVALID_ARGUMENTS, f"broken tar archive: {exc}")
         return
     agent.send({**reply, "id": rid, "op": "ok", "done": True}, data)
