@@ -109,7 +109,7 @@ def test_edit_file_exact_match_count_and_diff(session):
 
 def test_list_files_flat_recursive_and_capped(session):
     sh(session, "mkdir -p a/b; echo hi > a/b/c.txt; echo x > top.txt; ln -s /etc link")
-    flat = session.call("list_files", {})
+    flat = session.call("list_files", {"path": None, "recursive": None})
     assert flat.output == {
         "entries": [
             {"path": "/workspace/a", "type": "dir", "size": 0},

@@ -95,8 +95,16 @@ def test_download_errors_are_statuses(session):
         session.download(["/workspace/missing"])
     assert info.value.code == grpc.StatusCode.INVALID_ARGUMENT
     assert "no such file" in info.value.details
+    for paths in (["relative"], ["/proc"], ["/etc/passwd"], []):
+        with pytest.raises(ToolrtRpcError) as info:
+            session.download(paths)
+        assert info.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    session.shell("ln -s /proc /workspace/proc-link")
     with pytest.raises(ToolrtRpcError) as info:
-        session.download(["relative"])
+        session.download(["/workspace/proc-link/self"])
+    assert "resolves to /proc/" in info.value.details
+    with pytest.raises(ToolrtRpcError) as info:
+        session.upload(make_tar(("a", "file", "a")), "/etc")
     assert info.value.code == grpc.StatusCode.INVALID_ARGUMENT
 
 

@@ -17,12 +17,15 @@ from typing import Any
 
 from runtime.agent import protocol
 from runtime.errors import BadRequest, ToolFailure
-from runtime.policy.allowlist import normalize
+from runtime.policy.allowlist import is_within, normalize
 from runtime.sandbox.backend import EventSink
 from runtime.sessions.session import Session
 
 # The archive travels to the agent as one frame.
 MAX_UPLOAD_BYTES = protocol.MAX_BODY - (1 << 20)
+# Where a sandbox keeps anything worth moving: its writable filesystems (and
+# not, say, /proc, whose files never end).
+TRANSFER_AREAS = ("/workspace", "/tmp")
 
 
 async def _agent(
@@ -50,15 +53,24 @@ def _absolute(path: str, what: str) -> str:
     return normalize(path)
 
 
+async def _resolved(session: Session, paths: list[str], what: str) -> list[str]:
+    """The sandbox's resolution of each path, which must lie in a transfer area."""
+    reply = await _agent(session, "resolve", {"paths": [_absolute(p, what) for p in paths]})
+    resolved = [str(item["path"]) for item in reply["resolved"]]
+    for asked, real in zip(paths, resolved, strict=True):
+        if not any(is_within(real, area) for area in TRANSFER_AREAS):
+            msg = f"{what} {asked[:200]!r} resolves to {real}: only {', '.join(TRANSFER_AREAS)}"
+            raise BadRequest(msg)
+    return resolved
+
+
 async def upload_tar(session: Session, dest: str, data: bytes) -> tuple[int, int]:
     """Unpack a tar archive below `dest`; (files, bytes) unpacked."""
-    dest = _absolute(dest or "/workspace", "destination")
     if len(data) > MAX_UPLOAD_BYTES:
         msg = f"the archive is {len(data)} bytes; at most {MAX_UPLOAD_BYTES} per upload"
         raise BadRequest(msg)
     async with session.write_lock:
-        reply = await _agent(session, "resolve", {"paths": [dest]})
-        resolved = reply["resolved"][0]["path"]
+        [resolved] = await _resolved(session, [dest or "/workspace"], "destination")
         reply = await _agent(session, "extract", {"dest": resolved}, data)
     return int(reply["files"]), int(reply["bytes"])
 
@@ -68,7 +80,7 @@ async def download_tar(session: Session, paths: list[str]) -> AsyncIterator[byte
     if not paths:
         msg = "no paths to download; name at least one, e.g. /workspace"
         raise BadRequest(msg)
-    wanted = [_absolute(p, "path") for p in paths]
+    wanted = await _resolved(session, paths, "path")
     chunks: asyncio.Queue[bytes] = asyncio.Queue()
 
     def on_event(frame: dict[str, Any], chunk: bytes) -> None:
