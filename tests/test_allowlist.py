@@ -123,3 +123,15 @@ def test_bad_deny_globs_are_refused():
 
 def test_no_request_is_the_default():
     assert session_policy(None, CEILING) == PathPolicy()
+
+
+def test_the_ceiling_comes_from_config_and_environment():
+    from runtime.config import load_config
+
+    assert load_config(None, environ={}).allowlist_max_roots == ["/workspace", "/tmp"]
+    config = load_config(None, environ={"TOOLRT_ALLOWLIST_MAX_ROOTS": "/workspace, /srv"})
+    assert config.allowlist_max_roots == ["/workspace", "/srv"]
+    policy = session_policy(request(read=["/srv/data"]), config.allowlist_max_roots)
+    assert policy.read_roots == ("/srv/data",)
+    with pytest.raises(BadRequest):
+        session_policy(request(read=["/tmp"]), config.allowlist_max_roots)
