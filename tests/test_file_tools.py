@@ -72,7 +72,11 @@ def test_read_pages_by_lines_and_flags_binary(session):
 
 
 def test_read_errors(session):
-    sh(session, "mkdir -p d; echo s > secret; chmod 000 secret")
+    sh(session, "mkdir -p d; echo s > secret; chmod 000 secret; mkfifo pipe")
+    # A FIFO with no writer would block a plain open: it must not hang the agent.
+    assert session.call("read_file", {"path": "pipe"}).error_code == "INVALID_ARGUMENTS"
+    edit = session.call("edit_file", {"path": "pipe", "old_string": "a", "new_string": "b"})
+    assert edit.error_code == "INVALID_ARGUMENTS"
     missing = session.call("read_file", {"path": "nope.txt"})
     assert missing.error_code == "NOT_FOUND"
     assert session.call("read_file", {"path": "d"}).error_code == "INVALID_ARGUMENTS"

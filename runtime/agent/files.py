@@ -192,7 +192,9 @@ def op_read(header: dict[str, Any], body: bytes) -> tuple[dict[str, Any], bytes]
     """
     path = header["path"]
     max_bytes = int(header["max_bytes"])
-    fd = open_file(path)
+    # Non-blocking so that a FIFO cannot stall the agent's single thread;
+    # anything but a regular file is refused below before it is read.
+    fd = open_file(path, os.O_RDONLY | os.O_NONBLOCK)
     with os.fdopen(fd, "rb") as f:
         st = os.fstat(f.fileno())
         if stat.S_ISDIR(st.st_mode):
