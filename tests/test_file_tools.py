@@ -67,6 +67,15 @@ def test_read_pages_by_lines_and_flags_binary(session):
     assert session.call("read_file", {"path": "one.txt"}).output["total_lines"] == 1
     binary = session.call("read_file", {"path": "blob.bin"})
     assert binary.ok and binary.output["binary"] is True and binary.output["content"] == ""
+    # A 3 MiB line is read in bounded pieces and cut at the output cap (1 MiB).
+    sh(
+        session,
+        "head -c 3145728 /dev/zero | tr '\\0' a > long.txt; echo >> long.txt; echo end >> long.txt",
+    )
+    long = session.call("read_file", {"path": "long.txt"})
+    assert long.output["total_lines"] == 2 and long.output["truncated"] is True
+    assert len(long.output["content"]) == 1 << 20
+    assert session.call("read_file", {"path": "long.txt", "offset": 2}).output["content"] == "end\n"
     sh(session, "printf '\\xff\\xfe' > latin.txt")
     assert session.call("read_file", {"path": "latin.txt"}).output["binary"] is True
 

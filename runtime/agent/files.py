@@ -215,8 +215,15 @@ def op_read(header: dict[str, Any], body: bytes) -> tuple[dict[str, Any], bytes]
         kept = bytearray()
         total = 0
         truncated = False
-        for line in f:
-            total += 1
+        in_line = False
+        while True:
+            # Bounded pieces: one huge line must not be held in memory whole.
+            piece = f.readline(CHUNK)
+            if not piece:
+                break
+            if not in_line:
+                total += 1
+            in_line = not piece.endswith(b"\n")
             if total < first:
                 continue
             if total >= first + limit:
@@ -224,11 +231,11 @@ def op_read(header: dict[str, Any], body: bytes) -> tuple[dict[str, Any], bytes]
                 continue
             if truncated:
                 continue
-            if len(kept) + len(line) > max_bytes:
-                kept += line[: max(0, max_bytes - len(kept))]
+            if len(kept) + len(piece) > max_bytes:
+                kept += piece[: max(0, max_bytes - len(kept))]
                 truncated = True
                 continue
-            kept += line
+            kept += piece
     return {"binary": False, "total_lines": total, "truncated": truncated}, bytes(kept)
 
 
