@@ -106,3 +106,36 @@ def test_unpack_refuses_links_leaving_the_destination(tmp_path):
     with pytest.raises(tarfile.TarError):
         unpack_download(buffer.getvalue(), tmp_path / "out")
     assert not (tmp_path / "out" / "escape").exists()
+
+
+@pytest.mark.parametrize(
+    ("model", "text", "pointer"),
+    [
+        ("read_file", '{"path": "a", "bogus": 1}', "/bogus: unknown property"),
+        ("read_file", '{"offset": 2}', "/path: required property is missing"),
+        ("read_file", '{"path": "a", "limit": 0}', "/limit"),
+        ("read_file", '{"path": "a\\u0000b"}', "/path"),
+        ("write_file", '{"path": "a"}', "/content: required property is missing"),
+        ("edit_file", '{"path": "a", "old_string": "", "new_string": "b"}', "/old_string"),
+        ("edit_file", '{"path": "a", "old_string": "x", "new_string": 5}', "/new_string"),
+        ("list_files", '{"recursive": "yes please"}', "/recursive"),
+        ("run_tests", '{"args": ["-x", 3]}', "/args/1"),
+        ("run_tests", '{"args": "-x"}', "/args"),
+    ],
+)
+def test_file_tool_arguments_are_validated(model, text, pointer):
+    from runtime.tools.registry import default_registry
+
+    with pytest.raises(InvalidArguments, match=pointer.replace("/", r"\/")):
+        default_registry().parse(model, text)
+
+
+def test_null_optional_arguments_mean_absent():
+    from runtime.tools.registry import default_registry
+
+    _, args = default_registry().parse(
+        "edit_file", '{"path": "a", "old_string": "x", "new_string": "y", "replace_all": null}'
+    )
+    assert args.replace_all is None
+    _, args = default_registry().parse("run_tests", '{"path": null, "args": null}')
+    assert (args.path, args.args) == (None, None)
