@@ -79,8 +79,8 @@ def test_upload_into_a_directory_and_download_it_back(session):
     archive = make_tar(("a.txt", "file", "A"), ("sub/b.txt", "file", "B" * 3_000_000))
     assert session.upload(archive, "/workspace/proj") == (2, 3_000_001)
     assert session.shell("cat proj/a.txt").output["stdout"] == "A"
-    # A second upload merges and replaces files.
-    session.upload(make_tar(("a.txt", "file", "A2")), "/workspace/proj")
+    # A second upload merges and replaces files; of a name given twice, the last wins.
+    session.upload(make_tar(("a.txt", "file", "A1"), ("a.txt", "file", "A2")), "/workspace/proj")
     assert session.shell("cat proj/a.txt; ls proj").output["stdout"] == "A2a.txt\nsub\n"
     data = session.download(["/workspace/proj"])
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:

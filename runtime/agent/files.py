@@ -439,6 +439,8 @@ def _links_stay_inside(root: str, members: list[tuple[str, tarfile.TarInfo]]) ->
 
 
 def _move_into_place(staging: str, dest: str, members: list[tuple[str, tarfile.TarInfo]]) -> None:
+    # A name may occur more than once in an archive: the last one wins.
+    members = list({clean: (clean, member) for clean, member in members}.values())
     # Type conflicts are found before anything moves, so a refusal changes nothing.
     wanted: dict[str, bool] = {}
     for clean, member in members:
