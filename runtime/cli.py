@@ -7,6 +7,7 @@ import asyncio
 import json
 import logging
 import sys
+import tarfile
 import uuid
 from typing import Any
 
@@ -91,6 +92,29 @@ def _call(args: argparse.Namespace) -> int:
     return 0 if result.ok else 1
 
 
+def _cp(args: argparse.Namespace) -> int:
+    from runtime.client.transfer import Remote, pack_for_upload, parse_location, unpack_download
+
+    source, dest = parse_location(args.source), parse_location(args.dest)
+    if isinstance(source, Remote) == isinstance(dest, Remote):
+        print("toolrt cp: exactly one side must be SESSION:PATH", file=sys.stderr)
+        return 2
+    with _client(args) as client:
+        try:
+            if isinstance(dest, Remote):
+                remote_path = dest.path + ("/" if args.dest.endswith("/") else "")
+                tar, directory = pack_for_upload(str(source), remote_path)
+                files, size = client.upload(dest.session_id, tar, directory)
+                print(f"{files} file(s), {size} bytes -> {dest.session_id}:{dest.path}")
+            elif isinstance(source, Remote):
+                data = client.download(source.session_id, [source.path])
+                print(f"{len(unpack_download(data, dest))} file(s) -> {dest}")
+        except (OSError, tarfile.TarError) as exc:
+            print(f"toolrt cp: {exc}", file=sys.stderr)
+            return 1
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="toolrt", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -128,6 +152,11 @@ def build_parser() -> argparse.ArgumentParser:
     call.add_argument("tool")
     call.add_argument("arguments")
     call.set_defaults(func=_call)
+
+    cp = client_parser("cp", "copy files: toolrt cp LOCAL SESSION:PATH, or SESSION:PATH LOCAL")
+    cp.add_argument("source")
+    cp.add_argument("dest")
+    cp.set_defaults(func=_cp)
     return parser
 
 

@@ -13,7 +13,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -124,6 +124,17 @@ class Config(BaseModel):
     """Labels added to every container (cannot override `toolrt.*`)."""
     log_level: str = "INFO"
     """Python logging level of the daemon."""
+    allowlist_max_roots: list[str] = Field(default_factory=lambda: ["/workspace", "/tmp"])
+    """Ceiling of every session's path allowlist: requested read/write roots
+    must lie below one of these (else INVALID_ARGUMENT)."""
+
+    @field_validator("allowlist_max_roots", mode="before")
+    @classmethod
+    def _roots_from_text(cls, value: Any) -> Any:
+        # From the environment: TOOLRT_ALLOWLIST_MAX_ROOTS=/workspace,/srv
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
 
 
 def _set_path(target: dict[str, Any], dotted: list[str], value: Any) -> None:

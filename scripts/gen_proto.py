@@ -34,12 +34,13 @@ def main() -> int:
     )
     if code != 0:
         return code
-    for path in OUT_DIR.rglob("*.py*"):
+    for path in [*OUT_DIR.rglob("*.py"), *OUT_DIR.rglob("*.pyi")]:
         text = path.read_text()
         fixed = re.sub(r"^from toolruntime\.v1 import", "from . import", text, flags=re.M)
         if fixed != text:
             path.write_text(fixed)
-    for package in [OUT_DIR, *(p for p in OUT_DIR.rglob("*") if p.is_dir())]:
+    packages = [p for p in OUT_DIR.rglob("*") if p.is_dir() and p.name != "__pycache__"]
+    for package in [OUT_DIR, *packages]:
         (package / "__init__.py").touch()
     return 0
 

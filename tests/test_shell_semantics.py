@@ -17,7 +17,22 @@ pytestmark = pytest.mark.docker
 PROMPT_SLACK_S = 10
 
 
-def test_cd_persists_across_calls_within_the_allowed_roots(session):
+def test_cwd_outside_the_read_roots_is_denied(session):
+    denied = session.shell("pwd", cwd="/tmp")  # the default roots: /workspace only
+    assert denied.error_code == "PATH_DENIED"
+    assert "/tmp" in denied.error_message
+    assert session.shell("cd /tmp").output["note"].startswith("the command ended in /tmp")
+    assert session.shell("pwd").output["stdout"] == "/workspace\n"
+
+
+def test_cd_persists_across_calls_within_the_allowed_roots(client):
+    roots = ["/workspace", "/tmp"]
+    session = client.session(allowlist={"read_roots": roots, "write_roots": roots})
+    with session:
+        _cd_persists(session)
+
+
+def _cd_persists(session):
     assert session.shell("mkdir -p /workspace/src/pkg && cd /workspace/src").ok
     assert session.shell("pwd").output["stdout"] == "/workspace/src\n"
     assert session.shell("cd pkg").ok

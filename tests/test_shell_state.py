@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from runtime.agent.background import Ring, parse_state, partial_utf8_tail, wrap_command
-from runtime.tools.shell_state import ShellState, cwd_allowed
+from runtime.policy.allowlist import PathPolicy
+from runtime.tools.shell_state import ShellState
 
 
 def run_wrapped(tmp_path: Path, command: str, **options: bool) -> tuple[int, str, str, dict]:
@@ -98,10 +99,18 @@ def test_ring_reads_never_cut_a_utf8_character():
     assert partial_utf8_tail("😀".encode()[:3]) == 3
 
 
-def test_cwd_allowed_roots():
-    assert cwd_allowed("/workspace") and cwd_allowed("/workspace/a/b") and cwd_allowed("/tmp/x")
-    assert not cwd_allowed("/etc") and not cwd_allowed("/workspace2") and not cwd_allowed("/")
-    assert not cwd_allowed("/workspace/../etc") and not cwd_allowed("workspace")
+def test_directory_is_kept_only_inside_the_read_roots():
+    policy = PathPolicy(read_roots=("/workspace", "/tmp"))
+    for kept in ("/workspace", "/workspace/a/b", "/tmp/x"):
+        state = ShellState()
+        assert state.record({"cwd": kept}, {}, False, policy) is None
+        assert state.cwd == kept
+    for refused in ("/etc", "/workspace2", "/", "/workspace/../etc", "workspace"):
+        state = ShellState()
+        assert "outside the allowed directories" in (
+            state.record({"cwd": refused}, {}, False, policy) or ""
+        )
+        assert state.cwd == "/workspace"
 
 
 def test_state_records_directory_and_environment_changes():

@@ -26,6 +26,7 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import background  # noqa: E402
+import files  # noqa: E402
 import procs  # noqa: E402
 import protocol  # noqa: E402
 
@@ -136,6 +137,7 @@ class Agent(background.BackgroundOps):
         }
         self.background = background.Registry()
         self.state_dir = background.make_state_dir()
+        self.handlers.update(files.handlers(self))
         self.wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         signal.set_wakeup_fd(wake_w)
         signal.signal(signal.SIGCHLD, lambda *_: None)
@@ -333,6 +335,11 @@ class Agent(background.BackgroundOps):
         if call.done:
             if call.proc is not None:
                 self.proc_update(call.proc)
+            return
+        if call.reaper_exited and call.status is None and call.status_fd >= 0:
+            # The subreaper's last report may still sit in its pipe when its
+            # exit is seen first: read it (on_status comes back here).
+            self.on_status(call.status_fd, call)
             return
         killed = bool(call.reason)
         if killed:

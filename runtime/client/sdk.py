@@ -15,6 +15,7 @@ from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
 from runtime._proto.toolruntime.v1 import runtime_pb2_grpc as pb_grpc
 
 DEFAULT_TARGET = "127.0.0.1:50051"
+UPLOAD_CHUNK = 1 << 20
 
 
 class ToolrtRpcError(Exception):
@@ -138,6 +139,25 @@ class Client:
         except grpc.RpcError as exc:
             raise ToolrtRpcError(exc.code(), exc.details() or "") from exc
 
+    def upload(self, session_id: str, tar: bytes, path: str = "/workspace") -> tuple[int, int]:
+        """Unpack a tar archive below `path` in the sandbox; (files, bytes)."""
+
+        def chunks() -> Iterator[pb.UploadFilesRequest]:
+            yield pb.UploadFilesRequest(session_id=session_id, path=path, tar=tar[:UPLOAD_CHUNK])
+            for start in range(UPLOAD_CHUNK, len(tar), UPLOAD_CHUNK):
+                yield pb.UploadFilesRequest(tar=tar[start : start + UPLOAD_CHUNK])
+
+        reply = _rpc(self.stub.UploadFiles, chunks(), self.timeout)
+        return int(reply.files), int(reply.bytes)
+
+    def download(self, session_id: str, paths: list[str]) -> bytes:
+        """A tar archive of sandbox `paths`, each stored under its base name."""
+        request = pb.DownloadFilesRequest(session_id=session_id, paths=paths)
+        try:
+            return b"".join(c.tar for c in self.stub.DownloadFiles(request, timeout=self.timeout))
+        except grpc.RpcError as exc:
+            raise ToolrtRpcError(exc.code(), exc.details() or "") from exc
+
 
 class SessionHandle:
     def __init__(self, client: Client, session: pb.Session) -> None:
@@ -167,3 +187,9 @@ class SessionHandle:
 
     def shell(self, command: str, **arguments: Any) -> Result:
         return self.call("shell", {"command": command, **arguments})
+
+    def upload(self, tar: bytes, path: str = "/workspace") -> tuple[int, int]:
+        return self.client.upload(self.id, tar, path)
+
+    def download(self, paths: list[str]) -> bytes:
+        return self.client.download(self.id, paths)

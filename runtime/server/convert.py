@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
 from runtime.config import Limits
+from runtime.errors import BadRequest
 from runtime.models import ToolCall, ToolResult
 from runtime.sessions.manager import SessionRequest
 from runtime.sessions.session import Allowlist, Session
+from runtime.sessions.workspace import MAX_UPLOAD_BYTES
 
 
 def limits_from_pb(msg: pb.Limits) -> Limits:
@@ -49,6 +53,7 @@ def session_request_from_pb(msg: pb.CreateSessionRequest) -> SessionRequest:
         ttl_seconds=max(0, msg.ttl_seconds),
         idle_seconds=max(0, msg.idle_seconds),
         labels=dict(msg.labels),
+        workspace_tar=msg.workspace_tar,
     )
 
 
@@ -82,3 +87,22 @@ def result_to_pb(result: ToolResult) -> pb.ToolResult:
         msg.error.message = result.error.message
         msg.error.retryable = result.error.retryable
     return msg
+
+
+async def upload_from_pb(
+    requests: AsyncIterator[pb.UploadFilesRequest],
+) -> tuple[str, str, bytes]:
+    """(session id, destination, archive bytes) of a client-streamed upload."""
+    session_id = dest = ""
+    data = bytearray()
+    async for msg in requests:
+        session_id = session_id or msg.session_id
+        dest = dest or msg.path
+        data += msg.tar
+        if len(data) > MAX_UPLOAD_BYTES:
+            text = f"the archive exceeds {MAX_UPLOAD_BYTES} bytes; upload it in parts"
+            raise BadRequest(text)
+    if not session_id:
+        text = "UploadFilesRequest.session_id must be set on the first message"
+        raise BadRequest(text)
+    return session_id, dest, bytes(data)

@@ -14,6 +14,7 @@ from runtime.dialects import registry as dialects
 from runtime.models import ToolResult
 from runtime.server import convert
 from runtime.sessions.manager import SessionManager
+from runtime.sessions.workspace import download_tar, upload_tar
 
 # Until authentication lands every caller is this tenant.
 DEFAULT_TENANT = "default"
@@ -121,11 +122,17 @@ class ToolRuntimeService(pb_grpc.ToolRuntimeServicer):
             results=[convert.result_to_pb(r) for r in results],
         )
 
-    async def UploadFiles(self, request_iterator: Any, context: grpc.aio.ServicerContext) -> Any:
-        await _not_yet(context, "UploadFiles")
+    async def UploadFiles(
+        self, request_iterator: AsyncIterator[pb.UploadFilesRequest], context: Any
+    ) -> pb.UploadFilesResponse:
+        session_id, dest, data = await convert.upload_from_pb(request_iterator)
+        session = self._manager.get(tenant_of(context), session_id)
+        files, size = await upload_tar(session, dest, data)
+        return pb.UploadFilesResponse(files=files, bytes=size)
 
     async def DownloadFiles(
         self, request: pb.DownloadFilesRequest, context: grpc.aio.ServicerContext
-    ) -> Any:
-        await _not_yet(context, "DownloadFiles")
-        yield pb.DownloadFilesChunk()  # pragma: no cover - never reached
+    ) -> AsyncIterator[pb.DownloadFilesChunk]:
+        session = self._manager.get(tenant_of(context), request.session_id)
+        async for chunk in download_tar(session, list(request.paths)):
+            yield pb.DownloadFilesChunk(tar=chunk)

@@ -28,8 +28,10 @@ from runtime.errors import (
     UnknownTool,
 )
 from runtime.models import ToolCall, ToolResult
+from runtime.policy.allowlist import PathPolicy, session_policy
 from runtime.sandbox.backend import SandboxBackend, SandboxSpec
 from runtime.sessions.session import CLOSED, CLOSING, READY, Allowlist, Session
+from runtime.sessions.workspace import upload_tar
 from runtime.tools.base import ToolContext
 from runtime.tools.output import fit_output
 from runtime.tools.registry import Registry
@@ -53,6 +55,8 @@ class SessionRequest:
     ttl_seconds: float = 0
     idle_seconds: float = 0
     labels: dict[str, str] = field(default_factory=dict)
+    # A tar archive unpacked into /workspace before the session is returned.
+    workspace_tar: bytes = b""
 
 
 class SessionManager:
@@ -103,6 +107,7 @@ class SessionManager:
                 msg = f"env {key!r}: names must be non-empty without '=' or NUL"
                 raise BadRequest(msg)
         limits = request.limits.merged_over(self._config.defaults, self._config.maxima)
+        paths = session_policy(request.allowlist, self._config.allowlist_max_roots)
         session_id = uuid.uuid4().hex
         spec = SandboxSpec(
             session_id=session_id,
@@ -124,7 +129,7 @@ class SessionManager:
             tenant=tenant,
             image=spec.image,
             limits=limits,
-            allowlist=request.allowlist or Allowlist(),
+            allowlist=Allowlist(*(list(roots) for roots in paths.astuple())),
             env=dict(request.env),
             labels={k: v for k, v in request.labels.items() if not k.startswith("toolrt.")},
             sandbox=sandbox,
@@ -136,6 +141,12 @@ class SessionManager:
             await self._close(session)
             msg = "the daemon is shutting down"
             raise AdmissionRefused(msg)
+        if request.workspace_tar:
+            try:
+                await upload_tar(session, "/workspace", request.workspace_tar)
+            except BaseException:
+                await self._close(session, "its workspace_tar could not be unpacked")
+                raise
         log.info("session %s created (image %s, tenant %s)", session_id, spec.image, tenant)
         return session
 
@@ -258,6 +269,7 @@ class SessionManager:
             on_output=on_output,
             shell=self._config.shell,
             state=session.tool_state,
+            allowlist=PathPolicy.of(session.allowlist),
         )
         if tool.read_only:
             return await tool.run(ctx, args)

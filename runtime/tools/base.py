@@ -19,6 +19,7 @@ from runtime.errors import (
     PathDenied,
     ToolFailure,
 )
+from runtime.policy.allowlist import PathPolicy
 from runtime.sandbox.backend import EventSink, Sandbox
 
 ArgsT = TypeVar("ArgsT", bound=BaseModel)
@@ -47,6 +48,8 @@ class ToolContext:
     shell: ShellConfig = field(default_factory=ShellConfig)
     # The session's mutable per-tool state (e.g. the shell's working directory).
     state: dict[str, Any] = field(default_factory=dict)
+    # The session's path allowlist (file tools and `cwd`).
+    allowlist: PathPolicy = field(default_factory=PathPolicy)
 
     async def agent(
         self,

@@ -9,7 +9,9 @@ from pydantic import BaseModel
 
 from runtime.errors import UnknownTool
 from runtime.tools.base import Tool
+from runtime.tools.files import EDIT_FILE, LIST_FILES, READ_FILE, WRITE_FILE
 from runtime.tools.processes import PROCESS_KILL, PROCESS_LIST, PROCESS_OUTPUT
+from runtime.tools.run_tests import RUN_TESTS
 from runtime.tools.shell import SHELL
 from runtime.tools.validation import parse_arguments
 
@@ -42,4 +44,6 @@ class Registry:
 
 
 def default_registry() -> Registry:
-    return Registry([SHELL, PROCESS_LIST, PROCESS_OUTPUT, PROCESS_KILL])
+    tools: list[Tool[Any]] = [SHELL, READ_FILE, WRITE_FILE, EDIT_FILE, LIST_FILES, RUN_TESTS]
+    tools += [PROCESS_LIST, PROCESS_OUTPUT, PROCESS_KILL]
+    return Registry(tools)

@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from runtime.errors import CallTimeout, FileMissing, LimitExceeded
 from runtime.tools.base import Tool, ToolContext
+from runtime.tools.files import checked_path
 from runtime.tools.output import render_stream
 from runtime.tools.shell_state import HOME, ShellState
 
@@ -173,6 +174,11 @@ def shell_output(header: dict[str, Any], body: bytes) -> dict[str, Any]:
     return output
 
 
+def command_env(session_env: dict[str, str], call_env: dict[str, str] | None) -> dict[str, str]:
+    """The environment of a command that does not use the shell's session state."""
+    return {**BASE_ENV, **session_env, **(call_env or {})}
+
+
 def exec_spec(ctx: ToolContext, args: ShellArgs, cwd: str, env: dict[str, str]) -> dict[str, Any]:
     """The agent's `exec` request for one call."""
     timeout = min(args.timeout_s or ctx.limits.call_timeout_s, ctx.limits.call_timeout_s)
@@ -203,6 +209,8 @@ def exec_spec(ctx: ToolContext, args: ShellArgs, cwd: str, env: dict[str, str]) 
 
 async def run_shell(ctx: ToolContext, args: ShellArgs) -> dict[str, Any]:
     state = ShellState.of(ctx)
+    if args.cwd is not None:
+        await checked_path(ctx, args.cwd)  # the allowlist's read roots govern cwd
     env = {**state.environment({**BASE_ENV, **ctx.env}), **(args.env or {})}
     spec = exec_spec(ctx, args, args.cwd or state.cwd, env)
     sink = ctx.on_output
@@ -228,7 +236,7 @@ async def run_shell(ctx: ToolContext, args: ShellArgs) -> dict[str, Any]:
     notes = list(header.get("notes", []))
     report = header.get("shell_state")
     if isinstance(report, dict):
-        note = state.record(report, env, args.persist_env)
+        note = state.record(report, env, args.persist_env, ctx.allowlist)
         if note:
             notes.append(note)
     if notes:

@@ -11,20 +11,11 @@ import posixpath
 from dataclasses import dataclass, field
 from typing import Any
 
+from runtime.policy.allowlist import PathPolicy
 from runtime.tools.base import ToolContext
 
 HOME = "/workspace"
-# Until the session allowlist module lands, the shell may stay in these roots.
-ALLOWED_ROOTS = ("/workspace", "/tmp")
 STATE_KEY = "shell"
-
-
-def cwd_allowed(path: str) -> bool:
-    """May the next call start in `path` (already resolved inside the sandbox)?"""
-    if not path.startswith("/"):
-        return False
-    path = posixpath.normpath(path)
-    return any(path == root or path.startswith(root + "/") for root in ALLOWED_ROOTS)
 
 
 @dataclass
@@ -47,18 +38,27 @@ class ShellState:
         return env
 
     def record(
-        self, report: dict[str, Any], sent_env: dict[str, str], persist_env: bool
+        self,
+        report: dict[str, Any],
+        sent_env: dict[str, str],
+        persist_env: bool,
+        policy: PathPolicy | None = None,
     ) -> str | None:
-        """Keep what a finished call left behind; a note for the model, if any."""
+        """Keep what a finished call left behind; a note for the model, if any.
+
+        The directory is kept only inside the allowlist's read roots (the
+        reported path is already resolved inside the sandbox).
+        """
+        policy = policy or PathPolicy()
         note = None
         cwd = report.get("cwd")
         if isinstance(cwd, str) and cwd:
-            if cwd_allowed(cwd):
+            if cwd.startswith("/") and policy.allows(posixpath.normpath(cwd)):
                 self.cwd = cwd
             else:
                 note = (
                     f"the command ended in {cwd}, outside the allowed directories "
-                    f"({', '.join(ALLOWED_ROOTS)}); the next call starts in {self.cwd}"
+                    f"({', '.join(policy.read_roots)}); the next call starts in {self.cwd}"
                 )
         env = report.get("env")
         if persist_env and isinstance(env, dict):

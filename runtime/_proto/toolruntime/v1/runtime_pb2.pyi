@@ -226,12 +226,14 @@ class ExecuteMessageResponse(_message.Message):
     def __init__(self, results_json: _Optional[str] = ..., results: _Optional[_Iterable[_Union[ToolResult, _Mapping]]] = ...) -> None: ...
 
 class UploadFilesRequest(_message.Message):
-    __slots__ = ("session_id", "tar")
+    __slots__ = ("session_id", "tar", "path")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     TAR_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     tar: bytes
-    def __init__(self, session_id: _Optional[str] = ..., tar: _Optional[bytes] = ...) -> None: ...
+    path: str
+    def __init__(self, session_id: _Optional[str] = ..., tar: _Optional[bytes] = ..., path: _Optional[str] = ...) -> None: ...
 
 class UploadFilesResponse(_message.Message):
     __slots__ = ("files", "bytes")

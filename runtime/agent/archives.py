@@ -1,0 +1,302 @@
+"""Tar archives in and out of the sandbox, as the sandbox user.
+
+Unpacking checks every member first (no absolute paths, no `..`, no
+devices, FIFOs or setuid bits, symlinks and hard links only inside the
+archive's root), writes into a staging directory in the destination's
+filesystem without following any link, resolves every link it created for
+real, and only then renames the entries into place: a refusal changes
+nothing. Packing streams the archive out in chunks.
+
+Stdlib only, Python >= 3.9 (runs inside sandboxes).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import posixpath
+import stat
+import tarfile
+import uuid
+from typing import Any, Callable
+
+from files import (
+    CHUNK,
+    INVALID_ARGUMENTS,
+    LIMIT_EXCEEDED,
+    NOT_FOUND,
+    FileOpError,
+    _components,
+    _kind,
+    open_dir,
+    open_parent,
+)
+
+
+def _check_member(member: tarfile.TarInfo, names: set[str]) -> str:
+    name = member.name
+    parts = [p for p in name.split("/") if p not in ("", ".")]
+    if name.startswith("/") or "\x00" in name:
+        raise FileOpError(INVALID_ARGUMENTS, f"archive member {name!r}: absolute path")
+    if ".." in parts:
+        raise FileOpError(INVALID_ARGUMENTS, f"archive member {name!r}: '..' in the path")
+    if (
+        member.isdev()
+        or member.isfifo()
+        or not (member.isfile() or member.isdir() or member.issym() or member.islnk())
+    ):
+        raise FileOpError(INVALID_ARGUMENTS, f"archive member {name!r}: device or special file")
+    if member.mode & (stat.S_ISUID | stat.S_ISGID):
+        raise FileOpError(INVALID_ARGUMENTS, f"archive member {name!r}: setuid/setgid bit")
+    clean = "/".join(parts)
+    if member.issym():
+        target = member.linkname
+        depth = len(parts) - 1
+        if target.startswith("/") or "\x00" in target:
+            raise FileOpError(
+                INVALID_ARGUMENTS, f"archive member {name!r}: link to an absolute path"
+            )
+        for part in target.split("/"):
+            depth += -1 if part == ".." else (0 if part in ("", ".") else 1)
+            if depth < 0:
+                raise FileOpError(
+                    INVALID_ARGUMENTS, f"archive member {name!r}: link points outside the root"
+                )
+    if member.islnk():
+        target = "/".join(p for p in member.linkname.split("/") if p not in ("", "."))
+        if target not in names:
+            raise FileOpError(
+                INVALID_ARGUMENTS,
+                f"archive member {name!r}: hard link to something not earlier in the archive",
+            )
+    return clean
+
+
+def _rmtree(dir_fd: int, name: str) -> None:
+    with contextlib.suppress(OSError):
+        st = os.lstat(name, dir_fd=dir_fd)
+        if not stat.S_ISDIR(st.st_mode):
+            os.unlink(name, dir_fd=dir_fd)
+            return
+        sub = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
+        try:
+            for child in os.listdir(sub):
+                _rmtree(sub, child)
+        finally:
+            os.close(sub)
+        os.rmdir(name, dir_fd=dir_fd)
+
+
+def _extract_into(
+    tar: tarfile.TarFile, members: list[tuple[str, tarfile.TarInfo]], root: str
+) -> None:
+    """Write the members below `root` (a fresh directory), never following links."""
+    files: dict[str, tarfile.TarInfo] = {}
+    for clean, member in members:
+        if not clean:
+            continue
+        parent, name = open_parent(root + "/" + clean, create=True)
+        try:
+            if member.isdir():
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(name, 0o755, dir_fd=parent)
+                continue
+            with contextlib.suppress(FileNotFoundError):
+                st = os.lstat(name, dir_fd=parent)
+                if stat.S_ISDIR(st.st_mode):
+                    _rmtree(parent, name)
+                else:
+                    os.unlink(name, dir_fd=parent)
+            if member.issym():
+                os.symlink(member.linkname, name, dir_fd=parent)
+                continue
+            source = member
+            if member.islnk():
+                source = files[
+                    "/".join(p for p in member.linkname.split("/") if p not in ("", "."))
+                ]
+            data = tar.extractfile(source)
+            mode = stat.S_IMODE(source.mode) & 0o777 | 0o600
+            fd = os.open(
+                name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode, dir_fd=parent
+            )
+            with os.fdopen(fd, "wb") as out:
+                while data is not None:
+                    chunk = data.read(CHUNK)
+                    if not chunk:
+                        break
+                    out.write(chunk)
+            files[clean] = source
+        finally:
+            os.close(parent)
+
+
+def _links_stay_inside(root: str, members: list[tuple[str, tarfile.TarInfo]]) -> None:
+    """Resolve every extracted symlink for real: chains must not leave `root`."""
+    for clean, member in members:
+        if member.issym():
+            real = os.path.realpath(root + "/" + clean)
+            if real != root and not real.startswith(root + "/"):
+                raise FileOpError(
+                    INVALID_ARGUMENTS,
+                    f"archive member {member.name!r}: link points outside the root",
+                )
+
+
+def _move_into_place(staging: str, dest: str, members: list[tuple[str, tarfile.TarInfo]]) -> None:
+    # A name may occur more than once in an archive: the last one wins.
+    members = list({clean: (clean, member) for clean, member in members}.values())
+    # Type conflicts are found before anything moves, so a refusal changes nothing.
+    wanted: dict[str, bool] = {}
+    for clean, member in members:
+        parts = clean.split("/") if clean else []
+        for i in range(1, len(parts)):
+            wanted["/".join(parts[:i])] = True
+        if parts:
+            wanted[clean] = member.isdir()
+    for clean, is_dir in wanted.items():
+        target = dest + "/" + clean
+        try:
+            st = os.lstat(target)
+        except FileNotFoundError:
+            continue
+        if stat.S_ISDIR(st.st_mode) != is_dir:
+            raise FileOpError(
+                INVALID_ARGUMENTS,
+                f"{target} exists as a {_kind(st.st_mode)}; the archive has a "
+                f"{'directory' if is_dir else 'file'} there",
+            )
+    for clean, member in members:
+        if not clean or member.isdir():
+            if clean:
+                os.close(open_dir(dest + "/" + clean, create=True))
+            continue
+        src_parent, name = open_parent(staging + "/" + clean)
+        dst_parent, _ = open_parent(dest + "/" + clean, create=True)
+        try:
+            os.rename(name, name, src_dir_fd=src_parent, dst_dir_fd=dst_parent)
+        finally:
+            os.close(src_parent)
+            os.close(dst_parent)
+
+
+def _first_missing(path: str) -> str:
+    """The shortest prefix of `path` that does not exist ("" when all do)."""
+    parts = _components(path)
+    for end in range(1, len(parts) + 1):
+        prefix = "/" + "/".join(parts[:end])
+        if not os.path.lexists(prefix):
+            return prefix
+    return ""
+
+
+def _unpack(
+    tar: tarfile.TarFile, members: list[tuple[str, tarfile.TarInfo]], dest: str, total: int
+) -> None:
+    vfs = os.statvfs(dest)
+    free = vfs.f_bavail * vfs.f_frsize
+    if total > free:
+        raise FileOpError(
+            LIMIT_EXCEEDED, f"the archive holds {total} bytes; {dest} has {free} bytes free"
+        )
+    # Stage in the destination's filesystem so the final renames are atomic.
+    staging_name = f".toolrt-extract-{uuid.uuid4().hex}"
+    staging = dest + "/" + staging_name
+    parent = open_dir(dest)
+    try:
+        os.mkdir(staging_name, 0o700, dir_fd=parent)
+        try:
+            _extract_into(tar, members, staging)
+            _links_stay_inside(staging, members)
+            _move_into_place(staging, dest, members)
+        finally:
+            _rmtree(parent, staging_name)
+    finally:
+        os.close(parent)
+
+
+def op_extract(header: dict[str, Any], body: bytes) -> tuple[dict[str, Any], bytes]:
+    """Unpack a tar archive below `dest`: every member checked, all or nothing."""
+    dest = header["dest"].rstrip("/") or "/"
+    try:
+        tar = tarfile.open(fileobj=io.BytesIO(body), mode="r:*")
+        infos = tar.getmembers()
+    except (tarfile.TarError, EOFError, OSError) as exc:
+        raise FileOpError(INVALID_ARGUMENTS, f"not a readable tar archive: {exc}") from None
+    members: list[tuple[str, tarfile.TarInfo]] = []
+    names: set[str] = set()
+    total = 0
+    for info in infos:
+        clean = _check_member(info, names)
+        if info.isfile():
+            names.add(clean)
+            total += info.size
+        members.append((clean, info))
+    created = _first_missing(dest)
+    os.close(open_dir(dest, create=True))
+    try:
+        _unpack(tar, members, dest, total)
+    except BaseException:
+        # All or nothing: directories made for the destination go too.
+        if created:
+            parent, name = open_parent(created)
+            try:
+                _rmtree(parent, name)
+            finally:
+                os.close(parent)
+        raise
+    files = sum(1 for _, m in members if not m.isdir())
+    return {"files": files, "bytes": total}, b""
+
+
+class _ChunkWriter(io.RawIOBase):
+    """A write-only file that hands out CHUNK-sized pieces as they fill."""
+
+    def __init__(self, emit: Callable[[bytes], None], cap: int) -> None:
+        self.buf = bytearray()
+        self.emit = emit
+        self.total = 0
+        self.cap = cap
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        size = len(data)
+        self.total += size
+        if self.total > self.cap:
+            raise FileOpError(LIMIT_EXCEEDED, f"the archive exceeds {self.cap} bytes")
+        self.buf += data
+        while len(self.buf) >= CHUNK:
+            self.emit(bytes(self.buf[:CHUNK]))
+            del self.buf[:CHUNK]
+        return size
+
+    def flush_all(self) -> None:
+        if self.buf:
+            self.emit(bytes(self.buf))
+            self.buf.clear()
+
+
+def archive(header: dict[str, Any], emit: Callable[[bytes], None]) -> dict[str, Any]:
+    """Tar the given paths (resolved; symlinks stored, not followed), streamed."""
+    writer = _ChunkWriter(emit, int(header.get("max_bytes", 1 << 34)))
+    count = 0
+    with tarfile.open(fileobj=writer, mode="w|", format=tarfile.PAX_FORMAT) as tar:
+        for path in header["paths"]:
+            real = os.path.realpath(path)
+            if not os.path.lexists(real):
+                raise FileOpError(NOT_FOUND, f"{path}: no such file or directory")
+            arcname = posixpath.basename(real.rstrip("/")) or "."
+
+            def count_member(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+                nonlocal count
+                if not (info.isfile() or info.isdir() or info.issym() or info.islnk()):
+                    return None
+                count += 1
+                return info
+
+            tar.add(real, arcname=arcname, recursive=True, filter=count_member)
+    writer.flush_all()
+    return {"files": count, "bytes": writer.total}

@@ -1,0 +1,376 @@
+"""File operations of the in-sandbox agent, done as the sandbox user.
+
+The agent is root without DAC_OVERRIDE; every operation here switches its
+filesystem uid/gid to the sandbox user (setfsuid/setfsgid, per operation, on
+the agent's single thread), so permissions and ownership are exactly those
+of a command the user runs. Paths arrive already resolved by the `resolve`
+op and checked by the daemon's allowlist; they are then opened by walking
+from `/` one component at a time with O_NOFOLLOW, so a symlink swapped in
+after the check makes the operation fail instead of being followed.
+
+Stdlib only, Python >= 3.9 (runs inside sandboxes).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import os
+import posixpath
+import stat
+import tarfile
+import uuid
+from typing import Any, Callable, Iterator
+
+SANDBOX_UID = int(os.environ.get("TOOLRT_SANDBOX_UID", "1000"))
+SANDBOX_GID = int(os.environ.get("TOOLRT_SANDBOX_GID", "1000"))
+DIR_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+CHUNK = 1 << 20
+# The agent's error codes (runtime/tools/base.py maps them to tool failures).
+NOT_FOUND = "NOT_FOUND"
+PATH_DENIED = "PATH_DENIED"
+INVALID_ARGUMENTS = "INVALID_ARGUMENTS"
+LIMIT_EXCEEDED = "LIMIT_EXCEEDED"
+INTERNAL = "INTERNAL"
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+class FileOpError(Exception):
+    """A failure with an agent error code (NOT_FOUND, PATH_DENIED, ...)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@contextlib.contextmanager
+def as_sandbox_user() -> Iterator[None]:
+    """Filesystem access as the sandbox user for the duration of the block."""
+    os.setgroups([])
+    _libc.setfsgid(SANDBOX_GID)
+    _libc.setfsuid(SANDBOX_UID)
+    try:
+        # setfsuid reports no error; asking with an invalid id returns the current one.
+        if _libc.setfsuid(-1) != SANDBOX_UID or _libc.setfsgid(-1) != SANDBOX_GID:
+            raise FileOpError(INTERNAL, "cannot switch to the sandbox user")
+        yield
+    finally:
+        _libc.setfsuid(0)
+        _libc.setfsgid(0)
+
+
+def _code_of(exc: OSError) -> str:
+    if exc.errno in (errno.ENOENT,):
+        return "NOT_FOUND"
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.ENOMEM):
+        return "LIMIT_EXCEEDED"
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS, errno.ELOOP):
+        return "PATH_DENIED"
+    if exc.errno in (errno.EISDIR, errno.ENOTDIR, errno.ENOTEMPTY, errno.EEXIST):
+        return "INVALID_ARGUMENTS"
+    return "INTERNAL"
+
+
+def os_failure(exc: OSError, path: str) -> FileOpError:
+    reason = {
+        errno.ENOENT: "no such file or directory",
+        errno.EACCES: "permission denied for the sandbox user",
+        errno.EPERM: "operation not permitted for the sandbox user",
+        errno.EROFS: "read-only filesystem (only /workspace and /tmp are writable)",
+        errno.ENOSPC: "no space left (the workspace size limit is reached)",
+        errno.EFBIG: "file too large",
+        errno.EISDIR: "is a directory",
+        errno.ENOTDIR: "not a directory",
+        errno.ELOOP: "a symbolic link appeared in the path after it was checked",
+    }.get(exc.errno or 0, exc.strerror or str(exc))
+    return FileOpError(_code_of(exc), f"{path}: {reason}")
+
+
+def _components(path: str) -> list[str]:
+    if not path.startswith("/") or "\x00" in path:
+        raise FileOpError(INVALID_ARGUMENTS, f"{path!r}: expected an absolute path")
+    parts = [p for p in path.split("/") if p]
+    if any(p in (".", "..") for p in parts):
+        raise FileOpError(PATH_DENIED, f"{path}: expected a resolved path")
+    return parts
+
+
+def _step(fd: int, name: str, path: str, create: bool) -> int:
+    """Open directory `name` below `fd` without following a symlink."""
+    try:
+        return os.open(name, DIR_FLAGS, dir_fd=fd)
+    except FileNotFoundError:
+        if not create:
+            raise
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(name, 0o755, dir_fd=fd)
+    return os.open(name, DIR_FLAGS, dir_fd=fd)
+
+
+def _explain_walk_error(exc: OSError, fd: int, name: str, path: str) -> FileOpError:
+    if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+        try:
+            st = os.lstat(name, dir_fd=fd)
+        except OSError:
+            return os_failure(exc, path)
+        if stat.S_ISLNK(st.st_mode):
+            return FileOpError(
+                PATH_DENIED,
+                f"{path}: a symbolic link appeared in the path after it was checked",
+            )
+        return FileOpError(NOT_FOUND, f"{path}: {name!r} is not a directory")
+    return os_failure(exc, path)
+
+
+def open_dir(path: str, create: bool = False) -> int:
+    """An O_PATH fd of directory `path`, walked from / without following links."""
+    fd = os.open("/", DIR_FLAGS)
+    try:
+        for name in _components(path):
+            try:
+                nxt = _step(fd, name, path, create)
+            except OSError as exc:
+                raise _explain_walk_error(exc, fd, name, path) from None
+            os.close(fd)
+            fd = nxt
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def open_parent(path: str, create: bool = False) -> tuple[int, str]:
+    """(fd of the parent directory, final name) of a resolved path."""
+    parts = _components(path)
+    if not parts:
+        raise FileOpError(INVALID_ARGUMENTS, "/: expected a file path, not the root")
+    return open_dir("/" + "/".join(parts[:-1]), create), parts[-1]
+
+
+def open_file(path: str, flags: int = os.O_RDONLY) -> int:
+    parent, name = open_parent(path)
+    try:
+        return os.open(name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+    except OSError as exc:
+        raise _explain_walk_error(exc, parent, name, path) from None
+    finally:
+        os.close(parent)
+
+
+# -- ops --------------------------------------------------------------------
+def op_resolve(header: dict[str, Any], body: bytes) -> tuple[dict[str, Any], bytes]:
+    """Resolve each path as the kernel would (symlinks, `..`, /proc tricks)."""
+    resolved = []
+    for path in header["paths"]:
+        real = os.path.realpath(path)
+        try:
+            st = os.lstat(real)
+            kind = _kind(st.st_mode)
+        except OSError:
+            kind = ""
+        resolved.append({"path": real, "type": kind})
+    return {"resolved": resolved}, b""
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISREG(mode):
+        return "file"
+    if stat.S_ISDIR(mode):
+        return "dir"
+    if stat.S_ISLNK(mode):
+        return "symlink"
+    return "other"
+
+
+def op_read(header: dict[str, Any], body: bytes) -> tuple[dict[str, Any], bytes]:
+    """Lines [offset, offset+limit) of a file, at most max_bytes of them.
+
+    With `raw`, the whole file (LIMIT_EXCEEDED past max_bytes).
+    """
+    path = header["path"]
+    max_bytes = int(header["max_bytes"])
+    # Non-blocking so that a FIFO cannot stall the agent's single thread;
+    # anything but a regular file is refused below before it is read.
+    fd = open_file(path, os.O_RDONLY | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if stat.S_ISDIR(st.st_mode):
+            raise FileOpError(INVALID_ARGUMENTS, f"{path}: is a directory; use list_files")
+        if not stat.S_ISREG(st.st_mode):
+            raise FileOpError(INVALID_ARGUMENTS, f"{path}: not a regular file")
+        if header.get("raw"):
+            data = f.read(max_bytes + 1)
+            if len(data) > max_bytes:
+                raise FileOpError(LIMIT_EXCEEDED, f"{path}: larger than the {max_bytes}-byte limit")
+            return {"size": st.st_size}, data
+        binary = b"\x00" in f.read(8192)
+        if binary:
+            return {"binary": True, "total_lines": 0, "truncated": False}, b""
+        f.seek(0)
+        first = int(header.get("offset", 1))
+        limit = int(header.get("limit", 2000))
+        kept = bytearray()
+        total = 0
+        truncated = False
+        in_line = False
+        while True:
+            # Bounded pieces: one huge line must not be held in memory whole.
+            piece = f.readline(CHUNK)
+            if not piece:
+                break
+            if not in_line:
+                total += 1
+            in_line = not piece.endswith(b"\n")
+            if total < first:
+                continue
+            if total >= first + limit:
+                truncated = True
+                continue
+            if truncated:
+                continue
+            if len(kept) + len(piece) > max_bytes:
+                kept += piece[: max(0, max_bytes - len(kept))]
+                truncated = True
+                continue
+            kept += piece
+    return {"binary": False, "total_lines": total, "truncated": truncated}, bytes(kept)
+
+
+def _write_atomic(parent: int, name: str, data: bytes, path: str) -> None:
+    tmp = f".{name[:64]}.toolrt-{uuid.uuid4().hex[:12]}.tmp"
+    mode = 0o644
+    with contextlib.suppress(OSError):
+        st = os.lstat(name, dir_fd=parent)
+        if stat.S_ISDIR(st.st_mode):
+            raise FileOpError(INVALID_ARGUMENTS, f"{path}: is a directory")
+        if stat.S_ISREG(st.st_mode):
+            mode = stat.S_IMODE(st.st_mode)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode, dir_fd=parent)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fchmod(fd, mode)
+        finally:
+            os.close(fd)
+        os.rename(tmp, name, src_dir_fd=parent, dst_dir_fd=parent)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=parent)
+        raise
+
+
+def op_write(header: dict[str, Any], body: bytes) -> tuple[dict[str, Any], bytes]:
+    """Replace a file atomically (temp file + rename), creating parent dirs."""
+    path = header["path"]
+    parent, name = open_parent(path, create=True)
+    try:
+        _write_atomic(parent, name, body, path)
+    finally:
+        os.close(parent)
+    return {"bytes_written": len(body)}, b""
+
+
+def op_unlink(header: dict[str, Any], body: bytes) -> tuple[dict[str, Any], bytes]:
+    parent, name = open_parent(header["path"])
+    try:
+        os.unlink(name, dir_fd=parent)
+    except FileNotFoundError:
+        pass
+    finally:
+        os.close(parent)
+    return {}, b""
+
+
+def op_list(header: dict[str, Any], body: bytes) -> tuple[dict[str, Any], bytes]:
+    """Entries below a directory, symlinks listed but never followed."""
+    top = header["path"].rstrip("/") or "/"
+    cap = int(header.get("max_entries", 1000))
+    recursive = bool(header.get("recursive"))
+    dfd = open_dir(top)
+    entries: list[dict[str, Any]] = []
+    truncated = False
+    try:
+        rfd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=dfd)
+    finally:
+        os.close(dfd)
+    try:
+        for dirpath, dirnames, filenames, walk_fd in os.fwalk(
+            ".", dir_fd=rfd, follow_symlinks=False
+        ):
+            dirnames.sort()
+            base = posixpath.normpath(posixpath.join(top, dirpath))
+            for name in sorted(dirnames + filenames):
+                if len(entries) >= cap:
+                    truncated = True
+                    break
+                try:
+                    st = os.lstat(name, dir_fd=walk_fd)
+                except OSError:
+                    continue
+                kind = _kind(st.st_mode)
+                entries.append(
+                    {
+                        "path": posixpath.join(base, name),
+                        "type": kind,
+                        "size": st.st_size if kind == "file" else 0,
+                    }
+                )
+            if truncated or not recursive:
+                break
+    finally:
+        os.close(rfd)
+    return {"entries": entries, "truncated": truncated}, b""
+
+
+OPS: dict[str, Callable[[dict[str, Any], bytes], tuple[dict[str, Any], bytes]]] = {
+    "resolve": op_resolve,
+    "read": op_read,
+    "write": op_write,
+    "unlink": op_unlink,
+    "list": op_list,
+}
+
+
+def handlers(agent: Any) -> dict[str, Callable[[int, dict[str, Any], bytes], None]]:
+    """Agent handlers for the file ops: run as the sandbox user, answer once."""
+    import archives  # imported late: it imports this module
+
+    def wrap(
+        fn: Callable[[dict[str, Any], bytes], tuple[dict[str, Any], bytes]],
+    ) -> Callable[[int, dict[str, Any], bytes], None]:
+        def handle(rid: int, header: dict[str, Any], body: bytes) -> None:
+            run(agent, rid, lambda: fn(header, body))
+
+        return handle
+
+    def handle_archive(rid: int, header: dict[str, Any], body: bytes) -> None:
+        def emit(chunk: bytes) -> None:
+            agent.send({"id": rid, "op": "data"}, chunk)
+
+        run(agent, rid, lambda: (archives.archive(header, emit), b""))
+
+    table = {name: wrap(fn) for name, fn in OPS.items()}
+    table["extract"] = wrap(archives.op_extract)
+    table["archive"] = handle_archive
+    return table
+
+
+def run(agent: Any, rid: int, fn: Callable[[], tuple[dict[str, Any], bytes]]) -> None:
+    try:
+        with as_sandbox_user():
+            reply, data = fn()
+    except FileOpError as exc:
+        agent.reply_error(rid, exc.code, exc.message)
+        return
+    except OSError as exc:
+        failure = os_failure(exc, getattr(exc, "filename", None) or "path")
+        agent.reply_error(rid, failure.code, failure.message)
+        return
+    except (tarfile.TarError, EOFError) as exc:
+        agent.reply_error(rid, INVALID_ARGUMENTS, f"broken tar archive: {exc}")
+        return
+    agent.send({**reply, "id": rid, "op": "ok", "done": True}, data)
