@@ -97,12 +97,18 @@ class Client:
         return list(json.loads(reply.tools_json))
 
     def call(
-        self, session_id: str, tool: str, arguments: dict[str, Any] | str, call_id: str = ""
+        self,
+        session_id: str,
+        tool: str,
+        arguments: dict[str, Any] | str,
+        call_id: str = "",
+        timeout: float | None = None,
     ) -> Result:
+        """One call; `timeout` is the RPC deadline (the daemon then stops the call)."""
         text = arguments if isinstance(arguments, str) else json.dumps(arguments)
         call = pb.ToolCall(id=call_id or uuid.uuid4().hex, name=tool, arguments_json=text)
-        reply = _rpc(self.stub.Execute, pb.ExecuteRequest(session_id=session_id, call=call))
-        return Result.from_pb(reply)
+        request = pb.ExecuteRequest(session_id=session_id, call=call)
+        return Result.from_pb(_rpc(self.stub.Execute, request, timeout))
 
     def stream(
         self, session_id: str, tool: str, arguments: dict[str, Any], call_id: str = ""

@@ -9,6 +9,7 @@ from typing import Any
 
 from runtime.config import Limits
 from runtime.sandbox.backend import Sandbox
+from runtime.sessions.journal import Journal
 
 READY = "ready"
 CLOSING = "closing"
@@ -41,6 +42,10 @@ class Session:
     # Calls with side effects run one at a time, in arrival order.
     write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     inflight: set[asyncio.Task[Any]] = field(default_factory=set)
+    # Calls running or waiting right now: a session with one is never idle.
+    active_calls: int = 0
+    # Answers repeated call ids (idempotency); sized by the manager.
+    journal: Journal = field(default_factory=Journal)
 
     @property
     def expires_at(self) -> float:
