@@ -59,6 +59,8 @@ def test_same_id_other_arguments_or_tool_is_invalid_arguments():
         ('{"a": 1}', '{"a": "1"}', False),
         ('{"a": [1, 2]}', '{"a": [2, 1]}', False),
         ('{"a": 1, "a": 2}', '{"a": 2}', True),  # JSON: the last duplicate wins
+        ('{"a": 1, "cwd": null}', '{"a": 1}', True),  # null means absent
+        ('{"a": {"b": null}}', '{"a": {}}', False),  # ... for arguments, not inside them
         ("not json", "not json", True),
         ("not json", "not  json", False),
         ("[" * 100_000, "[" * 100_000, True),  # too deep to parse: compared as text

@@ -4,7 +4,8 @@ A call id names one call. The first time an id arrives the call runs and its
 result is recorded; every repeat gets that result without running anything:
 
 - same id, same tool and arguments (compared as parsed JSON, so whitespace,
-  key order and `1.0` vs `1` do not matter) → the first result;
+  key order, `1.0` vs `1` and an argument sent as null vs left out do not
+  matter) → the first result;
 - same id, different tool or arguments → INVALID_ARGUMENTS (a new call needs
   a new id; providers give every call a fresh one);
 - a repeat while the first attempt still runs waits for its result;
@@ -57,6 +58,9 @@ def fingerprint(call: ToolCall) -> str:
     if len(text) <= CANONICAL_MAX_CHARS:
         try:
             parsed: Any = json.loads(text, parse_float=_number)
+            if isinstance(parsed, dict):
+                # An optional argument sent as null means absent (DESIGN.md).
+                parsed = {k: v for k, v in parsed.items() if v is not None}
             canonical = json.dumps(parsed, sort_keys=True, separators=(",", ":"))
         except (ValueError, RecursionError):
             pass
