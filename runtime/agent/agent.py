@@ -255,27 +255,32 @@ class Agent:
     def on_status(self, fd: int, call: Call) -> None:
         if call.status_fd != fd:
             return
-        try:
-            data = os.read(fd, 4096)
-        except (BlockingIOError, InterruptedError):
-            return
-        if not data:
-            self.sel.unregister(fd)
-            os.close(fd)
-            call.status_fd = -1
-            self.maybe_finish(call)
-            return
-        call.status_buf += data
-        *lines, call.status_buf = call.status_buf.split(b"\n")
-        for line in lines:
-            msg = json.loads(line)
-            if "pid" in msg:
-                call.main_pid = msg["pid"]
-            elif "status" in msg:
-                call.status = msg["status"]
-            elif "spawn_error" in msg:
-                call.spawn_error = msg
+        self.read_status(call)
         self.maybe_finish(call)
+
+    def read_status(self, call: Call) -> None:
+        """Take what the subreaper reported so far (everything, once it exited)."""
+        while call.status_fd >= 0:
+            fd = call.status_fd
+            try:
+                data = os.read(fd, 4096)
+            except (BlockingIOError, InterruptedError):
+                return
+            if not data:
+                self.sel.unregister(fd)
+                os.close(fd)
+                call.status_fd = -1
+                return
+            call.status_buf += data
+            *lines, call.status_buf = call.status_buf.split(b"\n")
+            for line in lines:
+                msg = json.loads(line)
+                if "pid" in msg:
+                    call.main_pid = msg["pid"]
+                elif "status" in msg:
+                    call.status = msg["status"]
+                elif "spawn_error" in msg:
+                    call.spawn_error = msg
 
     def drain(self, call: Call) -> None:
         """Take what the main process wrote before it exited."""
@@ -289,6 +294,10 @@ class Agent:
     def maybe_finish(self, call: Call) -> None:
         if call.done:
             return
+        if call.reaper_exited:
+            # SIGCHLD may be seen before the status pipe is read: the main
+            # process's exit status is in it, not a reason to say "killed".
+            self.read_status(call)
         killed = bool(call.reason)
         if killed:
             # A killed call ends when its subreaper is gone (tree dead) or

@@ -117,10 +117,9 @@ class Client:
         call = pb.ToolCall(
             id=call_id or uuid.uuid4().hex, name=tool, arguments_json=json.dumps(arguments)
         )
+        events = self.stub.ExecuteStream(pb.ExecuteRequest(session_id=session_id, call=call))
         try:
-            for event in self.stub.ExecuteStream(
-                pb.ExecuteRequest(session_id=session_id, call=call)
-            ):
+            for event in events:
                 kind = event.WhichOneof("event")
                 if kind == "result":
                     yield Result.from_pb(event.result)
@@ -128,6 +127,9 @@ class Client:
                     yield kind, getattr(event, kind)
         except grpc.RpcError as exc:
             raise ToolrtRpcError(exc.code(), exc.details() or "") from exc
+        finally:
+            # A caller that stops reading (Ctrl-C, break) stops the call too.
+            events.cancel()
 
 
 class SessionHandle:
