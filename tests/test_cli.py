@@ -10,11 +10,16 @@ import signal
 import subprocess
 import sys
 import threading
+import uuid
 from collections.abc import Iterator
 
+import grpc
 import pytest
 
-from .test_lifecycle import wait_for
+from runtime.client import Client, ToolrtRpcError
+
+from .conftest import containers_of
+from .test_lifecycle import free_port, wait_for
 
 pytestmark = pytest.mark.docker
 
@@ -148,3 +153,37 @@ def test_streamed_calls_report_the_exit_code_every_time(client, session):
         *_, result = client.stream(session.id, "shell", {"command": "echo x; exit 3"})
         codes.add(result.output["exit_code"])
     assert codes == {3}
+
+
+def test_serve_takes_settings_from_file_env_and_flags(docker_client, tmp_path):
+    instance = f"test-{uuid.uuid4().hex[:10]}"
+    config = tmp_path / "toolrt.toml"
+    config.write_text('max_sessions = 9\n[extra_labels]\n"toolrt.test" = "1"\n')
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLRT_")}
+    env["TOOLRT_DEFAULT_TTL_SECONDS"] = "2"
+    env["TOOLRT_MAX_SESSIONS"] = "5"
+    target = f"127.0.0.1:{free_port()}"
+    args = ["serve", "--config", str(config), "--listen", target, "--instance", instance]
+    args += ["--max-sessions", "1", "--reaper-interval", "0.2"]
+    with subprocess.Popen(toolrt(*args), env=env, stderr=subprocess.DEVNULL) as proc:
+        try:
+            with Client(target) as client:
+                wait_for(lambda: _answers(client))
+                first = client.create_session()
+                assert first.expires_at == pytest.approx(first.created_at + 2)  # env
+                with pytest.raises(ToolrtRpcError) as err:  # the flag beats env and file
+                    client.create_session()
+                assert err.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+                wait_for(lambda: client.list_sessions() == [])  # reaped after 2 s
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(30)
+    assert containers_of(docker_client, instance) == []
+
+
+def _answers(client: Client) -> bool:
+    try:
+        client.list_sessions()
+    except ToolrtRpcError:
+        return False
+    return True

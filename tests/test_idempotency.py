@@ -9,6 +9,7 @@ import time
 import grpc
 import pytest
 
+from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
 from runtime.client import ToolrtRpcError
 
 pytestmark = pytest.mark.docker
@@ -84,3 +85,16 @@ def test_ids_are_per_session(client):
         assert one.call("shell", {"command": APPEND}, call_id="same").ok
         assert two.call("shell", {"command": APPEND}, call_id="same").ok
         assert lines(one) == 1 and lines(two) == 1
+
+
+def test_a_retried_batch_is_answered_from_the_journal(client, session):
+    calls = [
+        pb.ToolCall(id=f"b{i}", name="shell", arguments_json=json.dumps({"command": APPEND}))
+        for i in range(3)
+    ]
+    request = pb.ExecuteBatchRequest(session_id=session.id, calls=calls)
+    first = client.stub.ExecuteBatch(request)
+    again = client.stub.ExecuteBatch(request)
+    assert [r.ok for r in first.results] == [True] * 3
+    assert list(again.results) == list(first.results)
+    assert lines(session) == 3
