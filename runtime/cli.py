@@ -11,6 +11,8 @@ import tarfile
 import uuid
 from typing import Any
 
+from runtime import cli_run, cli_sessions
+from runtime.cli_options import add_serve_flags, serve_overrides
 from runtime.config import load_config
 
 
@@ -23,6 +25,7 @@ def _serve(args: argparse.Namespace) -> int:
         "instance": args.instance,
         "image": args.image,
     }
+    overrides.update(serve_overrides(args))
     config = load_config(args.config, overrides)
     logging.basicConfig(
         level=config.log_level.upper(),
@@ -56,22 +59,6 @@ def _client(args: argparse.Namespace) -> Any:
     from runtime.client import Client
 
     return Client(args.target)
-
-
-def _sessions(args: argparse.Namespace) -> int:
-    with _client(args) as client:
-        if args.action == "create":
-            session = client.create_session(image=args.image or "")
-            print(session.id)
-        elif args.action == "list":
-            for session in client.list_sessions():
-                print(f"{session.id}\t{session.state}\t{session.image}")
-        elif args.action == "get":
-            session = client.get_session(args.session_id)
-            print(f"{session.id}\t{session.state}\t{session.image}\tcalls={session.calls}")
-        elif args.action == "close":
-            print(client.close_session(args.session_id))
-    return 0
 
 
 def _call(args: argparse.Namespace) -> int:
@@ -125,6 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--unix-socket", dest="unix_socket", help="also serve on this unix socket")
     serve.add_argument("--instance", help="this daemon's name in container labels")
     serve.add_argument("--image", help="default sandbox image")
+    add_serve_flags(serve)
     serve.set_defaults(func=_serve)
 
     mcp = sub.add_parser("mcp", help="serve the tools as an MCP server on stdio")
@@ -141,11 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--target", default="127.0.0.1:50051", help="daemon address")
         return p
 
-    sessions = client_parser("sessions", "create, list, get or close sessions")
-    sessions.add_argument("action", choices=["create", "list", "get", "close"])
-    sessions.add_argument("session_id", nargs="?", default="")
-    sessions.add_argument("--image", default="")
-    sessions.set_defaults(func=_sessions)
+    cli_sessions.add_commands(sub)
 
     call = client_parser("call", "run one tool call: toolrt call SESSION TOOL JSON")
     call.add_argument("session_id")
@@ -157,6 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("source")
     cp.add_argument("dest")
     cp.set_defaults(func=_cp)
+    cli_run.add_commands(sub, client_parser)
     return parser
 
 

@@ -114,6 +114,28 @@ class Config(BaseModel):
     """Raw bytes of live output ExecuteStream relays per call."""
     max_sessions: int = Field(256, ge=1)
     """Live sessions (pooled containers included) before RESOURCE_EXHAUSTED."""
+    min_available_memory_bytes: int = Field(256 * MiB, ge=0)
+    """CreateSession answers RESOURCE_EXHAUSTED while the host's available
+    memory (psutil) is below this floor; 0 turns the check off."""
+    default_ttl_seconds: float = Field(3600.0, ge=0)
+    """Lifetime of a session that asks for none; 0: no limit but the maximum."""
+    max_ttl_seconds: float = Field(86400.0, ge=0)
+    """Longest lifetime a session may ask for; 0: no ceiling."""
+    default_idle_seconds: float = Field(900.0, ge=0)
+    """A session without a call for this long is closed (when it asks for no
+    other value); 0: no limit but the maximum."""
+    max_idle_seconds: float = Field(86400.0, ge=0)
+    """Longest idle limit a session may ask for; 0: no ceiling."""
+    reaper_interval_s: float = Field(1.0, gt=0)
+    """How often expired and idle sessions are looked for and closed."""
+    journal_max_results: int = Field(1024, ge=1)
+    """Results a session keeps to answer a repeated call id without running
+    it again (the most recent ones)."""
+    journal_max_bytes: int = Field(8 * MiB, ge=0)
+    """Bytes of kept results per session; older results are dropped first."""
+    journal_max_ids: int = Field(20_000, ge=0)
+    """Call ids (without their results) a session remembers after their
+    results were dropped, so that a repeat is refused instead of run again."""
     defaults: Limits = Field(default_factory=lambda: Limits())
     """Limits of a session that asks for none."""
     maxima: Limits = Field(default_factory=lambda: DEFAULT_MAXIMA.model_copy())

@@ -196,7 +196,6 @@ def test_read_only_calls_overlap_and_side_effects_run_one_at_a_time(make_daemon)
     assert w2[1] <= float(results[5].output["stdout"])  # a later read saw the writes done
 
 
-@pytest.mark.xfail(strict=True, reason="needs the idempotency journal")
 def test_a_replayed_message_never_runs_twice(session):
     message = sdk.openai_message(
         ("call_x", "shell", json.dumps({"command": "echo run >> /workspace/log; wc -l < log"}))

@@ -336,11 +336,10 @@ class Agent(background.BackgroundOps):
             if call.proc is not None:
                 self.proc_update(call.proc)
             return
-        if call.reaper_exited and call.status is None and call.status_fd >= 0:
-            # The subreaper's last report may still sit in its pipe when its
-            # exit is seen first: read it (on_status comes back here).
-            self.on_status(call.status_fd, call)
-            return
+        if call.reaper_exited:
+            # SIGCHLD may be seen before the status pipe is read: the main
+            # process's exit status is in it, not a reason to say "killed".
+            self.read_status(call)
         killed = bool(call.reason)
         if killed:
             # A killed call ends when its subreaper is gone (tree dead) or
@@ -432,9 +431,6 @@ class Agent(background.BackgroundOps):
             call = self.by_reaper.pop(pid, None)
             if call is not None:
                 call.reaper_exited = True
-                # Its last report may still sit in the pipe: read it before
-                # deciding how the call ended (else a clean exit looks killed).
-                self.read_status(call)
                 self.maybe_finish(call)
 
     def check_deadlines(self) -> float | None:

@@ -98,12 +98,18 @@ class Client:
         return list(json.loads(reply.tools_json))
 
     def call(
-        self, session_id: str, tool: str, arguments: dict[str, Any] | str, call_id: str = ""
+        self,
+        session_id: str,
+        tool: str,
+        arguments: dict[str, Any] | str,
+        call_id: str = "",
+        timeout: float | None = None,
     ) -> Result:
+        """One call; `timeout` is the RPC deadline (the daemon then stops the call)."""
         text = arguments if isinstance(arguments, str) else json.dumps(arguments)
         call = pb.ToolCall(id=call_id or uuid.uuid4().hex, name=tool, arguments_json=text)
-        reply = _rpc(self.stub.Execute, pb.ExecuteRequest(session_id=session_id, call=call))
-        return Result.from_pb(reply)
+        request = pb.ExecuteRequest(session_id=session_id, call=call)
+        return Result.from_pb(_rpc(self.stub.Execute, request, timeout))
 
     def execute_message(
         self, session_id: str, dialect: str, message: Any
@@ -127,10 +133,9 @@ class Client:
         call = pb.ToolCall(
             id=call_id or uuid.uuid4().hex, name=tool, arguments_json=json.dumps(arguments)
         )
+        events = self.stub.ExecuteStream(pb.ExecuteRequest(session_id=session_id, call=call))
         try:
-            for event in self.stub.ExecuteStream(
-                pb.ExecuteRequest(session_id=session_id, call=call)
-            ):
+            for event in events:
                 kind = event.WhichOneof("event")
                 if kind == "result":
                     yield Result.from_pb(event.result)
@@ -138,6 +143,9 @@ class Client:
                     yield kind, getattr(event, kind)
         except grpc.RpcError as exc:
             raise ToolrtRpcError(exc.code(), exc.details() or "") from exc
+        finally:
+            # A caller that stops reading (Ctrl-C, break) stops the call too.
+            events.cancel()
 
     def upload(self, session_id: str, tar: bytes, path: str = "/workspace") -> tuple[int, int]:
         """Unpack a tar archive below `path` in the sandbox; (files, bytes)."""

@@ -17,6 +17,7 @@ from runtime.sandbox.backend import SandboxBackend
 from runtime.server.interceptor import ErrorInterceptor
 from runtime.server.service import ToolRuntimeService
 from runtime.sessions.manager import SessionManager
+from runtime.sessions.reaper import Reaper
 from runtime.tools.registry import Registry, default_registry
 
 log = logging.getLogger(__name__)
@@ -32,6 +33,9 @@ class Daemon:
         self.config = config
         self.backend = backend
         self.manager = SessionManager(config, backend, registry)
+        self.reaper = Reaper(
+            self.manager.live_sessions, self.manager.expire, config.reaper_interval_s
+        )
         self.server = grpc.aio.server(
             interceptors=[ErrorInterceptor()],
             options=[
@@ -57,6 +61,7 @@ class Daemon:
 
     async def start(self) -> None:
         await self.manager.start()
+        self.reaper.start()
         await self.server.start()
         serving = health_pb2.HealthCheckResponse.SERVING
         await self.health.set("", serving)
@@ -74,6 +79,7 @@ class Daemon:
             return
         self._stopped.set()
         await self.health.enter_graceful_shutdown()
+        await self.reaper.stop()
         await self.manager.shutdown()
         await self.server.stop(grace)
         await self.backend.close()

@@ -68,6 +68,8 @@ def session_to_pb(session: Session) -> pb.Session:
         expires_at=session.expires_at,
         labels=session.labels,
         calls=session.calls,
+        ttl_seconds=session.ttl_seconds,
+        idle_seconds=session.idle_seconds,
     )
 
 

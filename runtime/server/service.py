@@ -99,6 +99,7 @@ class ToolRuntimeService(pb_grpc.ToolRuntimeServicer):
                 on_output=on_output,
             )
         )
+        getter: asyncio.Future[pb.ExecuteEvent] | None = None
         try:
             while not task.done() or not events.empty():
                 getter = asyncio.ensure_future(events.get())
@@ -109,6 +110,9 @@ class ToolRuntimeService(pb_grpc.ToolRuntimeServicer):
                     getter.cancel()
             yield pb.ExecuteEvent(result=convert.result_to_pb(task.result()))
         finally:
+            # The client may go away mid-call: stop the call and the pending read.
+            if getter is not None and not getter.done():
+                getter.cancel()
             if not task.done():
                 task.cancel()
 

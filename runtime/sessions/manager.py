@@ -30,6 +30,9 @@ from runtime.errors import (
 from runtime.models import ToolCall, ToolResult
 from runtime.policy.allowlist import PathPolicy, session_policy
 from runtime.sandbox.backend import SandboxBackend, SandboxSpec
+from runtime.sessions.admission import check_memory
+from runtime.sessions.journal import Journal
+from runtime.sessions.reaper import clamp_window
 from runtime.sessions.session import CLOSED, CLOSING, READY, Allowlist, Session
 from runtime.sessions.workspace import upload_tar
 from runtime.tools.base import ToolContext
@@ -102,6 +105,7 @@ class SessionManager:
                 f"{self._config.max_sessions}; close one or retry later"
             )
             raise AdmissionRefused(msg)
+        check_memory(self._config)
         for key, value in request.env.items():
             if not key or "=" in key or "\x00" in key + value:
                 msg = f"env {key!r}: names must be non-empty without '=' or NUL"
@@ -133,8 +137,19 @@ class SessionManager:
             env=dict(request.env),
             labels={k: v for k, v in request.labels.items() if not k.startswith("toolrt.")},
             sandbox=sandbox,
-            ttl_seconds=request.ttl_seconds,
-            idle_seconds=request.idle_seconds,
+            ttl_seconds=clamp_window(
+                request.ttl_seconds, self._config.default_ttl_seconds, self._config.max_ttl_seconds
+            ),
+            idle_seconds=clamp_window(
+                request.idle_seconds,
+                self._config.default_idle_seconds,
+                self._config.max_idle_seconds,
+            ),
+            journal=Journal(
+                self._config.journal_max_results,
+                self._config.journal_max_bytes,
+                self._config.journal_max_ids,
+            ),
         )
         self._sessions[session_id] = session
         if self._shutting_down:
@@ -159,6 +174,14 @@ class SessionManager:
 
     def sessions_of(self, tenant: str) -> list[Session]:
         return [s for s in self._sessions.values() if s.tenant == tenant and s.state == READY]
+
+    def live_sessions(self) -> list[Session]:
+        """Every session of every tenant that is not closed yet (for the reaper)."""
+        return list(self._sessions.values())
+
+    async def expire(self, session: Session, reason: str) -> None:
+        """Close `session` for `reason` (TTL or idle); its running calls get it."""
+        await self._close(session, reason)
 
     async def close(self, tenant: str, session_id: str) -> str:
         session = self._sessions.get(session_id)
@@ -212,10 +235,26 @@ class SessionManager:
         call: ToolCall,
         on_output: Callable[[str, bytes], None] | None = None,
     ) -> ToolResult:
+        """Exactly one result per call id: repeats are answered by the journal."""
         if not call.id:
             msg = "ToolCall.id must not be empty: results are tied to it"
             raise BadRequest(msg)
         session = self.get(tenant, session_id)
+        session.active_calls += 1
+        try:
+            return await session.journal.run_once(
+                call, lambda: self._execute_once(session, call, on_output)
+            )
+        finally:
+            session.active_calls -= 1
+            session.last_used = time.monotonic()
+
+    async def _execute_once(
+        self,
+        session: Session,
+        call: ToolCall,
+        on_output: Callable[[str, bytes], None] | None = None,
+    ) -> ToolResult:
         started = time.monotonic()
         session.last_used = started
         try:

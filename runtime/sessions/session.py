@@ -9,6 +9,7 @@ from typing import Any
 
 from runtime.config import Limits
 from runtime.sandbox.backend import Sandbox
+from runtime.sessions.journal import Journal
 
 READY = "ready"
 CLOSING = "closing"
@@ -43,6 +44,10 @@ class Session:
     inflight: set[asyncio.Task[Any]] = field(default_factory=set)
     # State tools keep between calls (the shell's directory and environment).
     tool_state: dict[str, Any] = field(default_factory=dict)
+    # Calls running or waiting right now: a session with one is never idle.
+    active_calls: int = 0
+    # Answers repeated call ids (idempotency); sized by the manager.
+    journal: Journal = field(default_factory=Journal)
 
     @property
     def expires_at(self) -> float:

@@ -1,0 +1,132 @@
+"""Command-line options `toolrt` commands share: daemon flags, session requests."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import tomllib
+from typing import Any
+
+from runtime.config import Limits
+
+_SIZE = re.compile(r"(?i)^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$")
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+# `toolrt serve` flag → config key (the values are validated by Config).
+SERVE_FLAGS: list[tuple[str, str, type, str]] = [
+    ("--log-level", "log_level", str, "DEBUG, INFO, WARNING, ..."),
+    ("--runtime", "runtime", str, 'OCI runtime of sandboxes ("" or runsc)'),
+    ("--max-sessions", "max_sessions", int, "live sessions before RESOURCE_EXHAUSTED"),
+    (
+        "--min-available-memory",
+        "min_available_memory_bytes",
+        str,
+        "refuse new sessions below this much free host memory (e.g. 512M; 0: off)",
+    ),
+    ("--default-ttl", "default_ttl_seconds", float, "session lifetime when none is asked"),
+    ("--max-ttl", "max_ttl_seconds", float, "longest session lifetime a client may ask"),
+    ("--default-idle", "default_idle_seconds", float, "idle limit when none is asked"),
+    ("--max-idle", "max_idle_seconds", float, "longest idle limit a client may ask"),
+    ("--reaper-interval", "reaper_interval_s", float, "seconds between expiry sweeps"),
+]
+
+
+def parse_size(text: str) -> int:
+    """`1048576`, `512M`, `1.5GiB`, `64k` → bytes (binary units)."""
+    match = _SIZE.match(text)
+    if match is None:
+        msg = f"{text!r} is not a size; expected bytes or a number with K, M, G or T"
+        raise argparse.ArgumentTypeError(msg)
+    return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+
+
+def parse_pair(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        msg = f"{text!r}: expected KEY=VALUE"
+        raise argparse.ArgumentTypeError(msg)
+    return key, value
+
+
+def parse_limit(text: str) -> tuple[str, int | float]:
+    """`memory_bytes=1G` → ("memory_bytes", 1073741824)."""
+    name, value = parse_pair(text)
+    if name not in Limits.model_fields:
+        msg = f"unknown limit {name!r}; known: {', '.join(Limits.model_fields)}"
+        raise argparse.ArgumentTypeError(msg)
+    if name.endswith("_bytes"):
+        return name, parse_size(value)
+    try:
+        number = float(value)
+    except ValueError:
+        msg = f"limit {name}: {value!r} is not a number"
+        raise argparse.ArgumentTypeError(msg) from None
+    return name, number if Limits.model_fields[name].annotation is float else int(number)
+
+
+def _toml_value(text: str) -> Any:
+    """`--set` values are TOML when they parse (numbers, booleans, tables), else text."""
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def add_serve_flags(parser: argparse.ArgumentParser) -> None:
+    for flag, key, kind, help_text in SERVE_FLAGS:
+        parser.add_argument(flag, dest=f"cfg_{key}", type=kind, help=help_text)
+    parser.add_argument(
+        "--set",
+        dest="cfg_set",
+        action="append",
+        default=[],
+        type=parse_pair,
+        metavar="KEY=VALUE",
+        help="any config key, dotted for nested ones (e.g. defaults.memory_bytes=1073741824)",
+    )
+
+
+def serve_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The config overrides the serve flags ask for (absent flags are left out)."""
+    overrides: dict[str, Any] = {key: _toml_value(value) for key, value in args.cfg_set}
+    for _, key, _, _ in SERVE_FLAGS:
+        value = getattr(args, f"cfg_{key}", None)
+        if value is not None:
+            overrides[key] = parse_size(value) if key.endswith("_bytes") else value
+    return overrides
+
+
+def add_session_options(parser: argparse.ArgumentParser) -> None:
+    """Options of a CreateSession request (`sessions create`, `run`)."""
+    parser.add_argument("--image", default="", help="sandbox image (default: the daemon's)")
+    parser.add_argument("--ttl", type=int, default=0, help="session lifetime in seconds")
+    parser.add_argument("--idle", type=int, default=0, help="close after this long without calls")
+    pairs = [
+        ("--env", "KEY=VALUE", "environment of every command in the session (repeatable)"),
+        ("--label", "KEY=VALUE", "container label (repeatable; toolrt.* are reserved)"),
+        (
+            "--limit",
+            "NAME=VALUE",
+            f"session limit (repeatable): {', '.join(Limits.model_fields)}; "
+            "sizes take K/M/G suffixes, e.g. memory_bytes=1G",
+        ),
+    ]
+    for flag, metavar, help_text in pairs:
+        kind = parse_limit if flag == "--limit" else parse_pair
+        parser.add_argument(
+            flag, action="append", default=[], type=kind, metavar=metavar, help=help_text
+        )
+
+
+def session_fields(args: argparse.Namespace) -> dict[str, Any]:
+    """The CreateSessionRequest fields the session options ask for."""
+    fields: dict[str, Any] = {
+        "image": args.image,
+        "ttl_seconds": args.ttl,
+        "idle_seconds": args.idle,
+        "env": dict(args.env),
+        "labels": dict(args.label),
+    }
+    if args.limit:
+        fields["limits"] = dict(args.limit)
+    return fields

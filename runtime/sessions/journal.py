@@ -1,0 +1,175 @@
+"""Idempotency by call id: each session's memory of the calls it answered.
+
+A call id names one call. The first time an id arrives the call runs and its
+result is recorded; every repeat gets that result without running anything:
+
+- same id, same tool and arguments (compared as parsed JSON, so whitespace,
+  key order, `1.0` vs `1` and an argument sent as null vs left out do not
+  matter) → the first result;
+- same id, different tool or arguments → INVALID_ARGUMENTS (a new call needs
+  a new id; providers give every call a fresh one);
+- a repeat while the first attempt still runs waits for its result;
+- the first attempt was cut off (the client cancelled the RPC, the handler
+  was torn down) → OUTCOME_UNKNOWN: it may have run, so it never runs again.
+
+Calls that never reached their tool (unknown tool, invalid arguments, budget
+spent) are recorded like any other: a repeat gets the same answer, and a
+corrected call needs a new id — the journal does not guess which failures
+are safe to run again.
+
+Memory is bounded: the most recent `max_results` results (and at most
+`max_bytes` of them) are kept; older ones shrink to their id and fingerprint
+(`max_ids` of those), enough to refuse a repeat rather than run it twice. An
+id older than that is forgotten.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from runtime.errors import InvalidArguments, OutcomeUnknown
+from runtime.models import ToolCall, ToolResult
+
+# Larger argument texts are fingerprinted as raw text (validation refuses
+# them anyway); below it parsing is cheap next to running a tool.
+CANONICAL_MAX_CHARS = 16 << 20
+_EXACT_FLOAT_INTS = 2**53
+
+
+def _number(text: str) -> int | float:
+    """JSON numbers with the same value compare equal: 1, 1.0 and 1e0."""
+    value = float(text)
+    if value.is_integer() and abs(value) < _EXACT_FLOAT_INTS:
+        return int(value)
+    return value
+
+
+def fingerprint(call: ToolCall) -> str:
+    """A digest of the tool name and the arguments as parsed JSON."""
+    text = call.arguments_json
+    # Not JSON (or too big or deep to parse here): the exact text is the call.
+    canonical = "\x00raw\x00" + text
+    if len(text) <= CANONICAL_MAX_CHARS:
+        try:
+            parsed: Any = json.loads(text, parse_float=_number)
+            if isinstance(parsed, dict):
+                # An optional argument sent as null means absent (DESIGN.md).
+                parsed = {k: v for k, v in parsed.items() if v is not None}
+            canonical = json.dumps(parsed, sort_keys=True, separators=(",", ":"))
+        except (ValueError, RecursionError):
+            pass
+    data = f"{call.name}\x00{canonical}".encode("utf-8", "surrogatepass")
+    return hashlib.sha256(data).hexdigest()
+
+
+@dataclass
+class _Entry:
+    fingerprint: str
+    answer: asyncio.Future[ToolResult]
+    size: int = 0
+
+
+def _shown(call_id: str) -> str:
+    return call_id if len(call_id) <= 64 else call_id[:61] + "..."
+
+
+class Journal:
+    """The calls of one session, by id; see the module docstring."""
+
+    def __init__(
+        self, max_results: int = 1024, max_bytes: int = 8 << 20, max_ids: int = 20_000
+    ) -> None:
+        self.max_results = max(1, max_results)
+        self.max_bytes = max_bytes
+        self.max_ids = max_ids
+        self._entries: OrderedDict[str, _Entry] = OrderedDict()
+        self._forgotten: OrderedDict[str, str] = OrderedDict()
+        self._bytes = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @property
+    def kept_bytes(self) -> int:
+        return self._bytes
+
+    async def run_once(
+        self, call: ToolCall, run: Callable[[], Awaitable[ToolResult]]
+    ) -> ToolResult:
+        """The result of `call`: from `run()` the first time, recorded after."""
+        digest = fingerprint(call)
+        entry = self._entries.get(call.id)
+        if entry is None:
+            forgotten = self._forgotten.get(call.id)
+            if forgotten is not None:
+                return self._answer_forgotten(call, forgotten == digest)
+            return await self._first(call, digest, run)
+        if entry.fingerprint != digest:
+            return self._different_arguments(call)
+        # A repeat: the first attempt's answer, waiting for it if still running.
+        # Shielded, so a repeat that is itself cancelled leaves the first alone.
+        return await asyncio.shield(entry.answer)
+
+    async def _first(
+        self, call: ToolCall, digest: str, run: Callable[[], Awaitable[ToolResult]]
+    ) -> ToolResult:
+        entry = _Entry(digest, asyncio.get_running_loop().create_future())
+        self._entries[call.id] = entry
+        try:
+            result = await run()
+        except BaseException:
+            # Cut off (cancelled RPC, shutdown): whatever it did stays unknown,
+            # and repeats — those waiting now and later ones — say so.
+            msg = (
+                f"call {_shown(call.id)!r} was interrupted before its result was "
+                "delivered; it may or may not have run, and it will not run again. "
+                "Check its effects, then use a new call id if it must run."
+            )
+            entry.answer.set_result(ToolResult.failed(call.id, OutcomeUnknown(msg)))
+            self._trim()
+            raise
+        entry.answer.set_result(result)
+        entry.size = len(result.output_json) + len(result.error.message if result.error else "")
+        self._bytes += entry.size
+        self._trim()
+        return result
+
+    def _different_arguments(self, call: ToolCall) -> ToolResult:
+        msg = (
+            f"call id {_shown(call.id)!r} was already used in this session for a "
+            "different tool or different arguments; a new call needs a new id"
+        )
+        return ToolResult.failed(call.id, InvalidArguments(msg))
+
+    def _answer_forgotten(self, call: ToolCall, same: bool) -> ToolResult:
+        if not same:
+            return self._different_arguments(call)
+        msg = (
+            f"call {_shown(call.id)!r} already ran in this session, but its result "
+            f"is no longer kept (only the latest {self.max_results} are); it was "
+            "not run again"
+        )
+        return ToolResult.failed(call.id, OutcomeUnknown(msg))
+
+    def _trim(self) -> None:
+        """Drop the oldest finished results past the bounds; keep their ids."""
+        over = len(self._entries) - self.max_results
+        for call_id in list(self._entries):
+            if over <= 0 and self._bytes <= self.max_bytes:
+                break
+            entry = self._entries[call_id]
+            if not entry.answer.done():
+                continue  # still running: its waiters need it
+            del self._entries[call_id]
+            over -= 1
+            self._bytes -= entry.size
+            if self.max_ids:
+                self._forgotten[call_id] = entry.fingerprint
+        while len(self._forgotten) > self.max_ids:
+            self._forgotten.popitem(last=False)

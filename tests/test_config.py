@@ -1,0 +1,166 @@
+"""Configuration sources, the example file, serve flags, and the pure lifecycle rules."""
+
+from __future__ import annotations
+
+import time
+import tomllib
+from pathlib import Path
+
+import pytest
+from pydantic import BaseModel, ValidationError
+
+from runtime.cli import build_parser
+from runtime.cli_options import parse_size, serve_overrides, session_fields
+from runtime.config import Config, Limits, load_config
+from runtime.errors import AdmissionRefused
+from runtime.sessions.admission import check_memory
+from runtime.sessions.reaper import clamp_window, expiry_reason
+from runtime.sessions.session import CLOSING, Allowlist, Session
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "toolrt.example.toml"
+
+
+def keys_of(model: type[BaseModel], prefix: str = "") -> set[str]:
+    keys = set()
+    for name, field in model.model_fields.items():
+        sub = field.annotation
+        if isinstance(sub, type) and issubclass(sub, BaseModel):
+            keys |= keys_of(sub, f"{prefix}{name}.")
+        else:
+            keys.add(prefix + name)
+    return keys
+
+
+def flat(data: dict, prefix: str = "") -> set[str]:
+    keys = set()
+    for name, value in data.items():
+        if isinstance(value, dict) and name != "extra_labels":
+            keys |= flat(value, f"{prefix}{name}.")
+        else:
+            keys.add(prefix + name)
+    return keys
+
+
+def test_the_example_file_lists_every_setting_at_its_default():
+    data = tomllib.loads(EXAMPLE.read_text())
+    assert flat(data) == keys_of(Config)
+    assert load_config(EXAMPLE, environ={}) == Config()
+
+
+def test_sources_in_order_file_env_flags(tmp_path):
+    path = tmp_path / "toolrt.toml"
+    path.write_text("max_sessions = 10\ndefault_ttl_seconds = 60\n[defaults]\npids = 50\n")
+    environ = {"TOOLRT_MAX_SESSIONS": "20", "TOOLRT_DEFAULTS__PIDS": "70"}
+    config = load_config(path, environ=environ)
+    assert (config.max_sessions, config.default_ttl_seconds, config.defaults.pids) == (20, 60, 70)
+    config = load_config(path, {"max_sessions": 30}, environ=environ)
+    assert config.max_sessions == 30
+    config = load_config(None, environ={"TOOLRT_CONFIG": str(path)})
+    assert config.max_sessions == 10
+    with pytest.raises(ValidationError, match="max_sesions"):
+        load_config(None, {"max_sesions": 1}, environ={})
+    with pytest.raises(ValidationError, match="reaper_interval_s"):
+        load_config(None, {"reaper_interval_s": 0}, environ={})
+
+
+def test_serve_flags_become_overrides():
+    args = build_parser().parse_args(
+        [
+            "serve", "--max-sessions", "5", "--min-available-memory", "512M",
+            "--default-ttl", "30", "--max-idle", "99", "--reaper-interval", "0.5",
+            "--set", "maxima.cpus=4", "--set", 'extra_labels={team = "a"}',
+            "--set", "log_level=DEBUG",
+        ]
+    )  # fmt: skip
+    overrides = serve_overrides(args)
+    assert overrides == {
+        "max_sessions": 5,
+        "min_available_memory_bytes": 512 << 20,
+        "default_ttl_seconds": 30.0,
+        "max_idle_seconds": 99.0,
+        "reaper_interval_s": 0.5,
+        "maxima.cpus": 4,
+        "extra_labels": {"team": "a"},
+        "log_level": "DEBUG",
+    }
+    config = load_config(None, overrides, environ={})
+    assert config.maxima.cpus == 4 and config.extra_labels == {"team": "a"}
+    assert serve_overrides(build_parser().parse_args(["serve"])) == {}
+
+
+@pytest.mark.parametrize(
+    ("text", "size"),
+    [("1048576", 1 << 20), ("512M", 512 << 20), ("1.5GiB", 3 << 29), ("64k", 64 << 10)],
+)
+def test_sizes(text, size):
+    assert parse_size(text) == size
+
+
+def test_session_options_parse_limits_env_and_labels():
+    args = build_parser().parse_args(
+        [
+            "sessions", "create", "--ttl", "60", "--env", "A=1=2", "--label", "t=x",
+            "--limit", "memory_bytes=1G", "--limit", "cpus=0.5", "--limit", "pids=64",
+        ]
+    )  # fmt: skip
+    fields = session_fields(args)
+    assert fields["env"] == {"A": "1=2"} and fields["labels"] == {"t": "x"}
+    assert fields["limits"] == {"memory_bytes": 1 << 30, "cpus": 0.5, "pids": 64}
+    assert fields["ttl_seconds"] == 60
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["sessions", "create", "--limit", "pids=many"])
+
+
+@pytest.mark.parametrize(
+    ("asked", "default", "maximum", "expected"),
+    [
+        (0, 3600, 86400, 3600),  # the default
+        (60, 3600, 86400, 60),  # asked for less
+        (10**9, 3600, 86400, 86400),  # clamped
+        (0, 0, 86400, 86400),  # no default: the ceiling still applies
+        (0, 0, 0, 0),  # no limit at all
+        (500, 0, 0, 500),
+        (0, 7200, 100, 100),  # a default above the maximum is clamped too
+    ],
+)
+def test_clamp_window(asked, default, maximum, expected):
+    assert clamp_window(asked, default, maximum) == expected
+
+
+def make_session(**fields) -> Session:
+    values = {
+        "id": "s",
+        "tenant": "default",
+        "image": "img",
+        "limits": Limits(),
+        "allowlist": Allowlist(),
+        "env": {},
+        "labels": {},
+        "sandbox": None,
+        "ttl_seconds": 0.0,
+        "idle_seconds": 0.0,
+    }
+    values.update(fields)
+    return Session(**values)
+
+
+def test_expiry_rules():
+    wall, mono = time.time(), time.monotonic()
+    fresh = make_session(ttl_seconds=100, idle_seconds=10, last_used=mono)
+    assert fresh.expires_at == pytest.approx(fresh.created_at + 100)
+    assert expiry_reason(fresh, wall, mono) is None
+    assert "lifetime" in expiry_reason(fresh, fresh.expires_at, mono)
+    assert "idle" in expiry_reason(fresh, wall, mono + 10)
+    fresh.active_calls = 1  # a running call is activity
+    assert expiry_reason(fresh, wall, mono + 10) is None
+    assert expiry_reason(make_session(last_used=mono - 10**6), wall + 10**6, mono) is None
+    closing = make_session(ttl_seconds=1, state=CLOSING)
+    assert expiry_reason(closing, wall + 100, mono) is None
+
+
+def test_memory_floor():
+    config = Config(min_available_memory_bytes=1 << 30)
+    check_memory(config, lambda: 2 << 30)
+    with pytest.raises(AdmissionRefused, match="512 MiB of memory available.*1024 MiB"):
+        check_memory(config, lambda: 512 << 20)
+    check_memory(Config(min_available_memory_bytes=0), lambda: 0)
