@@ -1,0 +1,209 @@
+"""`make bench`: toolrt against its baselines and llm-sandbox, in one run.
+
+    bench/.venv/bin/python -m bench.run [--quick]
+
+Prints the latency table, the targets as ratios (misses marked), and the
+concurrency curve; writes bench/results/latest.{md,json}, curve.png, and the
+README's Benchmarks section. Removes every container it started.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import docker
+
+from bench import ours, report
+from bench.baselines import Baselines
+from bench.stats import Sample
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
+CURVE = (1, 4, 16, 64)
+
+# Short names used in the target table.
+NAMES = {
+    "exec": "Execute shell true",
+    "exec_run": "SDK exec_run",
+    "host": "host subprocess",
+    "write": "write_file 1 KiB",
+    "put_archive": "put_archive",
+    "read": "read_file 1 MiB",
+    "get_archive": "get_archive",
+    "warm": "warm create + first Execute",
+    "create_start": "raw create+start",
+    "cold": "cold CreateSession",
+    "close": "CloseSession",
+    "kill_remove": "raw kill+remove",
+    "cli": "CLI docker exec",
+    "llm_exec": "llm-sandbox execute_command",
+    "llm_open": "llm-sandbox open + first command",
+}
+
+
+def machine() -> dict[str, str]:
+    client = docker.from_env(timeout=30)
+    try:
+        info = client.info()
+        version = client.version().get("Version", "?")
+    finally:
+        client.close()
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return {
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "cpus": str(os.cpu_count()),
+        "memory": f"{mem / (1 << 30):.1f} GiB",
+        "kernel": platform.release(),
+        "docker": version,
+        "runtime": str(info.get("DefaultRuntime", "?")),
+        "cgroup": f"v{info.get('CgroupVersion', '?')}",
+        "python": platform.python_version(),
+        "load": " ".join(f"{x:.2f}" for x in os.getloadavg()),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer samples (~2 minutes)")
+    parser.add_argument("--no-readme", action="store_true", help="leave README.md alone")
+    args = parser.parse_args()
+    quick = args.quick
+    run_id = uuid.uuid4().hex[:8]
+    instance = f"bench-{run_id}"
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    log_path = str(RESULTS / "daemon.log")
+    Path(log_path).write_text("")
+    base = Baselines(instance, quick)
+    s: dict[str, Sample] = {}
+    extra: dict[str, int] = {}
+    curve: list[tuple[int, Sample]] = []
+    started = time.monotonic()
+
+    def step(what: str) -> None:
+        print(f"[{time.monotonic() - started:6.1f}s] {what}", file=sys.stderr, flush=True)
+
+    daemons: list[ours.Daemon] = []
+    try:
+        step("baselines: host floor, exec_run, docker exec")
+        s["host"] = base.host_floor()
+        s["exec_run"], s["cli"] = base.exec_run()
+        step("baselines: create+start, kill+remove, archives")
+        s["create_start"], s["kill_remove"] = base.lifecycle()
+        s["put_archive"], s["get_archive"] = base.archives()
+        step("llm-sandbox")
+        s["llm_exec"], s["llm_open"] = base.llm_sandbox()
+        step("exec_run throughput, 8 containers x 8 threads")
+        s["exec_run_tput"] = base.exec_run_throughput(8, 4 if quick else 8)
+
+        step("toolrt: Execute, files, cold create/close")
+        cold = ours.Daemon(f"{instance}-a", 0, log_path)
+        daemons.append(cold)
+        s["exec"] = ours.execute_true(cold, 100 if quick else 400)
+        s["write"], s["read"] = ours.file_ops(cold, 30 if quick else 100)
+        s["cold"], s["close"] = ours.create_close(cold, 6 if quick else 20)
+        step("toolrt: throughput 8 sessions x 8 callers")
+        s["load8"], _ = ours.load(cold, 8, 4 if quick else 8)
+        for sessions in CURVE:
+            step(f"toolrt: {sessions} concurrent sessions")
+            seconds = (4 if quick else 10) if sessions == 64 else (3 if quick else 6)
+            keep = sessions == CURVE[-1]
+            rss_before = cold.rss()
+            sample, ids = ours.load(cold, sessions, seconds, keep=keep)
+            curve.append((sessions, sample))
+            if keep:
+                extra["daemon_rss_idle_bytes"] = rss_before
+                extra["daemon_rss_64_bytes"] = cold.rss()
+                time.sleep(1)
+                extra["idle_session_bytes"] = ours.idle_session_bytes(ids)
+                ours.close_all(cold, ids)
+        s["load64"] = curve[-1][1]
+        cold.stop()
+        step("toolrt: warm pool")
+        warm = ours.Daemon(f"{instance}-b", 2, log_path)
+        daemons.append(warm)
+        s["warm"] = ours.warm_first_call(warm, 8 if quick else 20, 1.0)
+        warm.stop()
+    finally:
+        for d in daemons:
+            d.stop()
+        left = base.cleanup()
+        client = docker.from_env(timeout=60)
+        for suffix in ("-a", "-b"):
+            for c in client.containers.list(
+                all=True, filters={"label": f"toolrt.daemon={instance}{suffix}"}
+            ):
+                left += 1
+                c.remove(force=True)
+        client.close()
+        base.close()
+        if left:
+            print(f"removed {left} container(s) left by the run", file=sys.stderr)
+
+    step("report")
+    found = report.checks(s, extra)
+    host = machine()
+    png = RESULTS / "curve.png"
+    drew = report.plot(curve, png)
+    machine_line = (
+        f"{host['date']}: {host['cpus']} CPUs, {host['memory']}, kernel {host['kernel']}, "
+        f"Docker {host['docker']} (runtime {host['runtime']}, cgroup {host['cgroup']}), "
+        f"Python {host['python']}, load average before the report {host['load']}"
+        + (" (--quick)" if quick else "")
+    )
+    memory_line = (
+        f"Idle session: {extra.get('idle_session_bytes', 0) / (1 << 20):.1f} MiB "
+        "(container memory less page cache, agent included); daemon RSS "
+        f"{extra.get('daemon_rss_idle_bytes', 0) / (1 << 20):.0f} MiB idle, "
+        f"{extra.get('daemon_rss_64_bytes', 0) / (1 << 20):.0f} MiB with 64 sessions."
+    )
+    md = [
+        f"Measured by `make bench` on {machine_line}.",
+        "",
+        "Targets (ratios of samples from the same run):",
+        "",
+        *report.target_table(found, NAMES),
+        "",
+        "Every operation:",
+        "",
+        *report.latency_table({k: v for k, v in s.items() if k != "load64"}),
+        "",
+        "Concurrency (one caller per session, `echo <token>` in a loop; every result "
+        "checked against its call):",
+        "",
+        *report.curve_table(curve),
+        "",
+        memory_line,
+    ]
+    if drew:
+        md += ["", "![latency and throughput by concurrent sessions](bench/results/curve.png)"]
+    markdown = "\n".join(md)
+    print("\n" + markdown)
+    (RESULTS / "latest.md").write_text(markdown + "\n")
+    (RESULTS / "latest.json").write_text(
+        json.dumps(
+            {
+                "machine": host,
+                "quick": quick,
+                "samples": {k: v.as_dict() for k, v in s.items()},
+                "curve": [{"sessions": n, **v.as_dict()} for n, v in curve],
+                "memory": extra,
+                "targets": [c.__dict__ for c in found],
+            },
+            indent=1,
+        )
+    )
+    if not args.no_readme:
+        report.splice_readme(ROOT / "README.md", markdown)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
