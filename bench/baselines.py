@@ -193,8 +193,9 @@ class Baselines:
                 skip_environment_setup=True,
                 workdir="/tmp",
                 runtime_configs={
-                    # The image has no CMD of its own (toolrt runs its agent).
-                    "command": ["sleep", "infinity"],
+                    # The image has no CMD of its own (toolrt runs its agent);
+                    # as PID 1 this must exit on TERM, or close() waits 10 s.
+                    "command": ["sh", "-c", "trap 'exit 0' TERM; sleep infinity & wait"],
                     "network_mode": "none",
                     "labels": {LABEL_DAEMON: self.instance},
                 },

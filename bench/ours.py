@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import os
+import queue
 import socket
 import subprocess
 import sys
@@ -209,7 +210,16 @@ def load(d: Daemon, sessions: int, seconds: float, keep: bool = False) -> tuple[
     ]
     for w in workers:
         w.start()
-    results = [out.get(timeout=seconds + 180) for _ in workers]
+    results = []
+    deadline = time.monotonic() + seconds + 180
+    while len(results) < len(workers):
+        try:
+            results.append(out.get(timeout=1))
+        except queue.Empty:
+            if time.monotonic() > deadline or not any(w.is_alive() for w in workers):
+                close_all(d, ids)
+                msg = f"load generator processes died or hung ({len(results)} answered)"
+                raise RuntimeError(msg) from None
     for w in workers:
         w.join(30)
     sample = Sample(f"toolrt {sessions} sessions x 1 caller")

@@ -186,7 +186,8 @@ def main() -> int:
         md += ["", "![latency and throughput by concurrent sessions](bench/results/curve.png)"]
     markdown = "\n".join(md)
     print("\n" + markdown)
-    (RESULTS / "latest.md").write_text(markdown + "\n")
+    # latest.md sits beside the plot; the README links it from the root.
+    (RESULTS / "latest.md").write_text(markdown.replace("](bench/results/", "](") + "\n")
     (RESULTS / "latest.json").write_text(
         json.dumps(
             {
