@@ -41,8 +41,8 @@ test-fast: $(STAMP) ## only the tests that need no Docker engine
 	$(PY) -m pytest -m "not docker" $(PYTEST_ARGS)
 
 lint: $(STAMP) ## ruff, ruff format --check, mypy
-	$(VENV)/bin/ruff check runtime tests sandbox_images scripts
-	$(VENV)/bin/ruff format --check runtime tests sandbox_images scripts
+	$(VENV)/bin/ruff check runtime tests sandbox_images scripts bench
+	$(VENV)/bin/ruff format --check runtime tests sandbox_images scripts bench
 	$(VENV)/bin/mypy
 
 bench: image ## benchmark vs docker exec and llm-sandbox (BENCH_ARGS=--quick); writes bench/results

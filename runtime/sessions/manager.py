@@ -65,6 +65,7 @@ class SessionManager:
         self._creating = 0
         self._shutting_down = False
         self._reaped = False
+        self._reap_lock = asyncio.Lock()
         self._pool: WarmPool | None = None
         if config.pool_size:
             self._pool = WarmPool(config, backend, self._ensure_reaped, self._has_room)
@@ -104,8 +105,11 @@ class SessionManager:
             raise AdmissionRefused(msg)
 
     async def _ensure_reaped(self) -> None:
-        if not self._reaped:
-            await self._reap_previous_run()
+        # One reap at a time: a second one could remove what the first let
+        # a concurrent create (or pool fill) start in the meantime.
+        async with self._reap_lock:
+            if not self._reaped:
+                await self._reap_previous_run()
 
     async def _reap_previous_run(self) -> None:
         reaped = await self._backend.reap_owned()
