@@ -101,9 +101,42 @@ def shell(client: Client, session_id: str, command: str) -> Any:
     return result
 
 
-def execute_true(d: Daemon, n: int) -> Sample:
+def _container_cpu_ns(session_id: str) -> int | None:
+    """CPU time the session's container has used (cgroup v1 or v2), or None."""
+    client = docker.from_env(timeout=60)
+    try:
+        cid = client.api.inspect_container(container_name(session_id))["Id"]
+    finally:
+        client.close()
+    try:
+        with open(f"/sys/fs/cgroup/cpuacct/docker/{cid}/cpuacct.usage") as f:
+            return int(f.read())
+    except OSError:
+        pass
+    try:
+        with open(f"/sys/fs/cgroup/system.slice/docker-{cid}.scope/cpu.stat") as f:
+            for line in f:
+                key, _, value = line.partition(" ")
+                if key == "usage_usec":
+                    return int(value) * 1000
+    except OSError:
+        pass
+    return None
+
+
+def execute_true(d: Daemon, n: int, cpu: dict[str, float]) -> Sample:
+    """Sequential `shell true`; also CPU per call in the sandbox and the daemon."""
     with d.client.session() as s:
-        return timed("toolrt Execute shell true", n, lambda: shell(d.client, s.id, "true"), 20)
+        for _ in range(20):
+            shell(d.client, s.id, "true")
+        daemon = psutil.Process(d.proc.pid)
+        before = _container_cpu_ns(s.id), sum(daemon.cpu_times()[:2])
+        sample = timed("toolrt Execute shell true", n, lambda: shell(d.client, s.id, "true"), 0)
+        after = _container_cpu_ns(s.id), sum(daemon.cpu_times()[:2])
+        if before[0] is not None and after[0] is not None:
+            cpu["sandbox_cpu_ms_per_call"] = (after[0] - before[0]) / n / 1e6
+        cpu["daemon_cpu_ms_per_call"] = (after[1] - before[1]) / n * 1e3
+        return sample
 
 
 def file_ops(d: Daemon, n: int) -> tuple[Sample, Sample]:

@@ -84,6 +84,7 @@ def main() -> int:
     base = Baselines(instance, quick)
     s: dict[str, Sample] = {}
     extra: dict[str, int] = {}
+    cpu: dict[str, float] = {}
     curve: list[tuple[int, Sample]] = []
     started = time.monotonic()
 
@@ -106,7 +107,7 @@ def main() -> int:
         step("toolrt: Execute, files, cold create/close")
         cold = ours.Daemon(f"{instance}-a", 0, log_path)
         daemons.append(cold)
-        s["exec"] = ours.execute_true(cold, 100 if quick else 400)
+        s["exec"] = ours.execute_true(cold, 100 if quick else 400, cpu)
         s["write"], s["read"] = ours.file_ops(cold, 30 if quick else 100)
         s["cold"], s["close"] = ours.create_close(cold, 6 if quick else 20)
         step("toolrt: throughput 8 sessions x 8 callers")
@@ -164,6 +165,16 @@ def main() -> int:
         f"{extra.get('daemon_rss_idle_bytes', 0) / (1 << 20):.0f} MiB idle, "
         f"{extra.get('daemon_rss_64_bytes', 0) / (1 << 20):.0f} MiB with 64 sessions."
     )
+    per_call = cpu.get("sandbox_cpu_ms_per_call", 0) + cpu.get("daemon_cpu_ms_per_call", 0)
+    ceiling = int(host["cpus"]) * 1000 / per_call if per_call else float("nan")
+    cpu_line = (
+        "CPU per sequential `shell true` call: "
+        f"{cpu.get('sandbox_cpu_ms_per_call', float('nan')):.2f} ms in the sandbox "
+        "(agent, per-call subreaper, bash), "
+        f"{cpu.get('daemon_cpu_ms_per_call', float('nan')):.2f} ms in the daemon, so "
+        f"{host['cpus']} CPUs cap throughput near "
+        f"{ceiling:.0f} calls/s before any client or other load."
+    )
     md = [
         f"Measured by `make bench` on {machine_line}.",
         "",
@@ -181,6 +192,8 @@ def main() -> int:
         *report.curve_table(curve),
         "",
         memory_line,
+        "",
+        cpu_line,
     ]
     if drew:
         md += ["", "![latency and throughput by concurrent sessions](bench/results/curve.png)"]
@@ -196,6 +209,7 @@ def main() -> int:
                 "samples": {k: v.as_dict() for k, v in s.items()},
                 "curve": [{"sessions": n, **v.as_dict()} for n, v in curve],
                 "memory": extra,
+                "cpu_per_call": cpu,
                 "targets": [c.__dict__ for c in found],
             },
             indent=1,
