@@ -7,6 +7,7 @@ label query removes them all (see `cleanup`).
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import shutil
@@ -15,6 +16,7 @@ import tarfile
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import docker
@@ -54,46 +56,38 @@ class Baselines:
     def kill_remove(self, session_id: str) -> None:
         self.client.api.remove_container(container_name(session_id), force=True, v=True)
 
-    def lifecycle(self) -> tuple[Sample, Sample]:
-        n = self.n(20, 6)
-        self.kill_remove(self.create_start())  # warm the engine's caches
-        created = Sample("raw create+start")
-        removed = Sample("raw kill+remove")
-        for _ in range(n):
-            started = time.perf_counter()
-            sid = self.create_start()
-            created.times.append(time.perf_counter() - started)
-            time.sleep(0.05)
-            started = time.perf_counter()
-            self.kill_remove(sid)
-            removed.times.append(time.perf_counter() - started)
-        return created, removed
+    def lifecycle_once(self) -> tuple[float, float]:
+        """Seconds to create+start one container, and to kill+remove it."""
+        started = time.perf_counter()
+        sid = self.create_start()
+        created = time.perf_counter() - started
+        time.sleep(0.05)
+        started = time.perf_counter()
+        self.kill_remove(sid)
+        return created, time.perf_counter() - started
 
     # -- exec ------------------------------------------------------------------
-    def host_floor(self) -> Sample:
-        return timed(
-            "host subprocess bash -c true",
-            self.n(300, 100),
-            lambda: subprocess.run(["/bin/bash", "-c", "true"], check=True),
-        )
+    @staticmethod
+    def host_once() -> None:
+        subprocess.run(["/bin/bash", "-c", "true"], check=True)
 
-    def exec_run(self) -> tuple[Sample, Sample]:
+    @contextlib.contextmanager
+    def exec_target(self) -> Iterator[tuple[Callable[[], Any], Callable[[], Any] | None]]:
+        """A container, and how to exec `true` in it by SDK and by CLI (None
+        without a docker CLI)."""
         sid = self.create_start()
         try:
             container = self.client.containers.get(container_name(sid))
-            sdk = timed("SDK exec_run true", self.n(60, 15), lambda: container.exec_run(["true"]))
             docker_cli = shutil.which("docker") or "/usr/bin/docker"
+            cli = None
             if os.path.exists(docker_cli):
-                cli = timed(
-                    "CLI docker exec true",
-                    self.n(40, 10),
-                    lambda: subprocess.run([docker_cli, "exec", container.id, "true"], check=True),
-                )
-            else:
-                cli = missing("CLI docker exec true", "no docker CLI on this host")
+
+                def cli() -> None:
+                    subprocess.run([docker_cli, "exec", container.id, "true"], check=True)
+
+            yield (lambda: container.exec_run(["true"])), cli
         finally:
             self.kill_remove(sid)
-        return sdk, cli
 
     def exec_run_throughput(self, sessions: int, seconds: float) -> Sample:
         """`sessions` containers, one thread each calling exec_run in a loop."""

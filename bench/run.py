@@ -23,7 +23,7 @@ import docker
 
 from bench import ours, report
 from bench.baselines import Baselines
-from bench.stats import Sample
+from bench.stats import Sample, interleave
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -93,23 +93,42 @@ def main() -> int:
 
     daemons: list[ours.Daemon] = []
     try:
-        step("baselines: host floor, exec_run, docker exec")
-        s["host"] = base.host_floor()
-        s["exec_run"], s["cli"] = base.exec_run()
-        step("baselines: create+start, kill+remove, archives")
-        s["create_start"], s["kill_remove"] = base.lifecycle()
-        s["put_archive"], s["get_archive"] = base.archives()
-        step("llm-sandbox")
-        s["llm_exec"], s["llm_open"] = base.llm_sandbox()
-        step("exec_run throughput, 8 containers x 8 threads")
-        s["exec_run_tput"] = base.exec_run_throughput(8, 4 if quick else 8)
-
-        step("toolrt: Execute, files, cold create/close")
         cold = ours.Daemon(f"{instance}-a", 0, log_path)
         daemons.append(cold)
-        s["exec"] = ours.execute_true(cold, 100 if quick else 400, cpu)
+        step("Execute vs host, exec_run and docker exec, in interleaved rounds")
+        s["host"] = Sample("host subprocess bash -c true")
+        s["exec_run"] = Sample("SDK exec_run true")
+        s["cli"] = Sample("CLI docker exec true")
+        s["exec"] = Sample("toolrt Execute shell true")
+        with base.exec_target() as (exec_run, cli), cold.client.session() as session:
+            parts = [
+                (s["exec"], 40, lambda: ours.shell(cold.client, session.id, "true")),
+                (s["host"], 30, base.host_once),
+                (s["exec_run"], 6, exec_run),
+            ]
+            if cli is not None:
+                parts.append((s["cli"], 4, cli))
+            else:
+                s["cli"].note = "no docker CLI on this host"
+            interleave(3 if quick else 10, parts)
+        ours.execute_true(cold, 100, cpu)
+        step("CreateSession/CloseSession vs raw create+start/kill+remove, interleaved")
+        s["create_start"], s["kill_remove"] = Sample("raw create+start"), Sample("raw kill+remove")
+        s["cold"], s["close"] = Sample("toolrt CreateSession (cold)"), Sample("toolrt CloseSession")
+        base.lifecycle_once()  # warm the engine's caches
+        for _ in range(6 if quick else 20):
+            for (a, b), pair in (
+                (base.lifecycle_once(), ("create_start", "kill_remove")),
+                (ours.create_close_once(cold), ("cold", "close")),
+            ):
+                s[pair[0]].times.append(a)
+                s[pair[1]].times.append(b)
+        step("baselines: archives, llm-sandbox, exec_run throughput")
+        s["put_archive"], s["get_archive"] = base.archives()
+        s["llm_exec"], s["llm_open"] = base.llm_sandbox()
+        s["exec_run_tput"] = base.exec_run_throughput(8, 4 if quick else 8)
+        step("toolrt: file tools")
         s["write"], s["read"] = ours.file_ops(cold, 30 if quick else 100)
-        s["cold"], s["close"] = ours.create_close(cold, 6 if quick else 20)
         step("toolrt: throughput 8 sessions x 8 callers")
         s["load8"], _ = ours.load(cold, 8, 4 if quick else 8)
         for sessions in CURVE:

@@ -66,5 +66,18 @@ def timed(name: str, n: int, fn: Callable[[], Any], warmup: int = 3) -> Sample:
     return sample
 
 
+def interleave(rounds: int, parts: list[tuple[Sample, int, Callable[[], Any]]]) -> None:
+    """Round-robin blocks of calls, so that drift in a noisy host's speed
+    hits every sample alike and their ratios stay meaningful."""
+    for *_, fn in parts:
+        fn()  # warm
+    for _ in range(rounds):
+        for sample, count, fn in parts:
+            for _ in range(count):
+                started = time.perf_counter()
+                fn()
+                sample.times.append(time.perf_counter() - started)
+
+
 def missing(name: str, why: str) -> Sample:
     return Sample(name, note=why)
