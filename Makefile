@@ -41,9 +41,13 @@ test-fast: $(STAMP) ## only the tests that need no Docker engine
 	$(PY) -m pytest -m "not docker" $(PYTEST_ARGS)
 
 lint: $(STAMP) ## ruff, ruff format --check, mypy
-	$(VENV)/bin/ruff check runtime tests sandbox_images scripts
-	$(VENV)/bin/ruff format --check runtime tests sandbox_images scripts
+	$(VENV)/bin/ruff check runtime tests sandbox_images scripts bench
+	$(VENV)/bin/ruff format --check runtime tests sandbox_images scripts bench
 	$(VENV)/bin/mypy
+
+bench: image ## benchmark vs docker exec and llm-sandbox (BENCH_ARGS=--quick); writes bench/results
+	bash bench/setup.sh
+	bench/.venv/bin/python -m bench.run $(BENCH_ARGS)
 
 clean: ## remove the venv and caches (not images)
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

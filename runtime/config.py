@@ -80,6 +80,19 @@ class ShellConfig(BaseModel):
     """Ring buffer of output kept per background process."""
 
 
+class PoolProfile(BaseModel):
+    """One kind of warm container; 0/"" fields take the daemon's defaults."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    image: str = ""
+    """Image of the pooled containers ("" for `Config.image`)."""
+    workspace_bytes: int = Field(0, ge=0)
+    """Size of their /workspace tmpfs (0 for `defaults.workspace_bytes`)."""
+    tmp_bytes: int = Field(0, ge=0)
+    """Size of their /tmp tmpfs (0 for `defaults.tmp_bytes`)."""
+
+
 class Config(BaseModel):
     """Everything the daemon can be told; defaults are production-sane."""
 
@@ -144,6 +157,13 @@ class Config(BaseModel):
     """Shell semantics: head/tail split, silence detection, background processes."""
     extra_labels: dict[str, str] = Field(default_factory=dict)
     """Labels added to every container (cannot override `toolrt.*`)."""
+    pool_size: int = Field(0, ge=0)
+    """Ready containers kept warm per pool profile (0: no pool, every
+    CreateSession starts a container). They count toward `max_sessions`."""
+    pool_profiles: list[PoolProfile] = Field(default_factory=list)
+    """Kinds of warm containers (image + tmpfs sizes; the runtime is
+    `runtime`); empty: one profile of the defaults. Memory, cpus and pids are
+    set when a session claims one; other requests are served cold."""
     log_level: str = "INFO"
     """Python logging level of the daemon."""
     allowlist_max_roots: list[str] = Field(default_factory=lambda: ["/workspace", "/tmp"])

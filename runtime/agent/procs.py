@@ -17,7 +17,6 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable
 
 PR_SET_CHILD_SUBREAPER = 36
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -92,19 +91,14 @@ def kill_tree(grace_s: float) -> None:
     _reap_nowait()
 
 
-def _become_sandbox_user(uid: int, gid: int) -> Callable[[], None]:
-    def drop() -> None:
-        # A memory bomb must be the OOM killer's first choice, never the
-        # agent (a negative adj for the agent is refused by runc on some
-        # hosts). Written while still root: after setuid /proc/self belongs
-        # to root until exec.
-        with open("/proc/self/oom_score_adj", "w") as f:
-            f.write("1000")
-        os.setgroups([])
-        os.setgid(gid)
-        os.setuid(uid)
-
-    return drop
+def _mark_oom_first() -> None:
+    """Make this subreaper, and so everything it starts, the OOM killer's
+    first choice, never the agent (a negative adj for the agent is refused
+    by runc on some hosts). Done here rather than in a preexec_fn between
+    fork and exec, which would cost a Python callback in the child per call;
+    the largest process still goes first among equal adjs."""
+    with open("/proc/self/oom_score_adj", "w") as f:
+        f.write("1000")
 
 
 def run_subreaper(
@@ -130,6 +124,9 @@ def run_subreaper(
         if _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
             raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
         try:
+            _mark_oom_first()
+            # user/group/extra_groups: setgroups([]), setgid, setuid done by
+            # _posixsubprocess in C, without the cost of a preexec_fn.
             proc = subprocess.Popen(
                 ["/bin/bash", "-c", spec["command"]],
                 stdin=stdin_fd,
@@ -139,7 +136,9 @@ def run_subreaper(
                 env=spec["env"],
                 close_fds=True,
                 start_new_session=True,
-                preexec_fn=_become_sandbox_user(spec["uid"], spec["gid"]),
+                user=spec["uid"],
+                group=spec["gid"],
+                extra_groups=[],
             )
         except KillRequested:
             raise

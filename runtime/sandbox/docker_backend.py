@@ -23,7 +23,7 @@ import docker.errors
 from docker.types import LogConfig
 
 from runtime import agent as agent_package
-from runtime.config import Config
+from runtime.config import Config, Limits
 from runtime.errors import BadRequest, EngineUnavailable, SandboxLost
 from runtime.sandbox.backend import (
     LABEL_DAEMON,
@@ -265,6 +265,22 @@ class DockerBackend:
         if sandbox is not None:
             sandbox.close()
         await self._run(f"remove sandbox {sandbox_id}", self._remove_container, sandbox_id)
+
+    def _update_container(self, session_id: str, limits: Limits) -> None:
+        # The SDK's update_container knows neither NanoCpus nor PidsLimit.
+        api = self._docker().api
+        data = {
+            "Memory": limits.memory_bytes,
+            "MemorySwap": limits.memory_bytes,
+            "NanoCpus": int(limits.cpus * 1e9),
+            "PidsLimit": limits.pids,
+        }
+        url = api._url("/containers/{0}/update", container_name(session_id))
+        api._result(api._post_json(url, data=data), json=True)
+
+    async def update_limits(self, sandbox_id: str, limits: Limits) -> None:
+        """Set memory, cpus and pids of a live sandbox (a claimed warm one)."""
+        await self._run(f"update sandbox {sandbox_id}", self._update_container, sandbox_id, limits)
 
     def _owned(self) -> list[str]:
         containers = self._docker().api.containers(

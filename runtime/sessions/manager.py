@@ -12,7 +12,7 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from runtime.config import Config, Limits
@@ -32,6 +32,7 @@ from runtime.policy.allowlist import PathPolicy, session_policy
 from runtime.sandbox.backend import SandboxBackend, SandboxSpec
 from runtime.sessions.admission import check_memory
 from runtime.sessions.journal import Journal
+from runtime.sessions.pool import WarmPool
 from runtime.sessions.reaper import clamp_window
 from runtime.sessions.session import CLOSED, CLOSING, READY, Allowlist, Session
 from runtime.sessions.workspace import upload_tar
@@ -72,6 +73,10 @@ class SessionManager:
         self._creating = 0
         self._shutting_down = False
         self._reaped = False
+        self._reap_lock = asyncio.Lock()
+        self._pool: WarmPool | None = None
+        if config.pool_size:
+            self._pool = WarmPool(config, backend, self._ensure_reaped, self._has_room)
 
     @property
     def registry(self) -> Registry:
@@ -84,6 +89,35 @@ class SessionManager:
             # Serve anyway (CreateSession answers UNAVAILABLE meanwhile); the
             # leftovers are removed before the first sandbox is created.
             log.warning("%s; will retry before the first session", exc)
+        if self._pool is not None:
+            self._pool.start()
+
+    @property
+    def pool(self) -> WarmPool | None:
+        return self._pool
+
+    def _live(self) -> int:
+        pooled = self._pool.count() if self._pool is not None else 0
+        return len(self._sessions) + self._creating + pooled
+
+    def _has_room(self) -> bool:
+        return not self._shutting_down and self._live() < self._config.max_sessions
+
+    def _refuse_if_full(self) -> None:
+        live = self._live()
+        if live >= self._config.max_sessions:
+            msg = (
+                f"{live} sessions are live (warm pool included), the configured maximum "
+                f"is {self._config.max_sessions}; close one or retry later"
+            )
+            raise AdmissionRefused(msg)
+
+    async def _ensure_reaped(self) -> None:
+        # One reap at a time: a second one could remove what the first let
+        # a concurrent create (or pool fill) start in the meantime.
+        async with self._reap_lock:
+            if not self._reaped:
+                await self._reap_previous_run()
 
     async def _reap_previous_run(self) -> None:
         reaped = await self._backend.reap_owned()
@@ -98,14 +132,6 @@ class SessionManager:
         if self._shutting_down:
             msg = "the daemon is shutting down"
             raise AdmissionRefused(msg)
-        live = len(self._sessions) + self._creating
-        if live >= self._config.max_sessions:
-            msg = (
-                f"{live} sessions are live, the configured maximum is "
-                f"{self._config.max_sessions}; close one or retry later"
-            )
-            raise AdmissionRefused(msg)
-        check_memory(self._config)
         for key, value in request.env.items():
             if not key or "=" in key or "\x00" in key + value:
                 msg = f"env {key!r}: names must be non-empty without '=' or NUL"
@@ -121,11 +147,25 @@ class SessionManager:
             labels=request.labels,
             runtime=self._config.runtime,
         )
+        check_memory(self._config)
+        pool = self._pool
+        # Claiming a warm container moves it from the pool to the sessions:
+        # the live count stays the same, so a full daemon can still serve it.
+        if pool is None or not pool.can_serve(spec.image, limits, tenant, request.labels):
+            self._refuse_if_full()
         self._creating += 1
         try:
-            if not self._reaped:
-                await self._reap_previous_run()
-            sandbox = await self._backend.create(spec)
+            await self._ensure_reaped()
+            warm = await pool.claim(spec.image, limits, tenant, request.labels) if pool else None
+            if warm is not None:
+                session_id, sandbox = warm.session_id, warm.sandbox
+                spec = replace(spec, session_id=session_id)
+            else:
+                if pool is not None and self._live() > self._config.max_sessions:
+                    # The warm container this request counted on is gone.
+                    msg = f"the configured maximum of {self._config.max_sessions} sessions is live"
+                    raise AdmissionRefused(msg)
+                sandbox = await self._backend.create(spec)
         finally:
             self._creating -= 1
         session = Session(
@@ -205,6 +245,8 @@ class SessionManager:
             self._closed[session.id] = session.tenant
             while len(self._closed) > CLOSED_MEMORY:
                 self._closed.popitem(last=False)
+            if self._pool is not None:
+                self._pool.start()  # a slot under max_sessions may have come free
             log.info("session %s closed", session.id)
 
     def _lose(self, session: Session, reason: str) -> None:
@@ -218,6 +260,8 @@ class SessionManager:
     async def shutdown(self) -> None:
         """Answer every in-flight call (SANDBOX_LOST) and close every session."""
         self._shutting_down = True
+        if self._pool is not None:
+            await self._pool.close()
         sessions = list(self._sessions.values())
         for session in sessions:
             if session.state == READY:

@@ -1,0 +1,1 @@
+"""`make bench`: toolrt measured against plain Docker and llm-sandbox."""

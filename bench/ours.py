@@ -1,0 +1,297 @@
+"""toolrt measured from the outside: a `toolrt serve` child process and
+gRPC clients, as an agent loop would use it."""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import os
+import queue
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import docker
+import grpc
+import psutil
+
+from bench.stats import Sample, missing, timed
+from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
+from runtime._proto.toolruntime.v1 import runtime_pb2_grpc as pb_grpc
+from runtime.client import Client
+from runtime.sandbox.docker_backend import container_name
+
+KiB, MiB = 1 << 10, 1 << 20
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Daemon:
+    """`python -m runtime serve` in a child process, so clients and daemon
+    do not share a GIL."""
+
+    def __init__(self, instance: str, pool_size: int = 0, log_path: str = "") -> None:
+        self.instance = instance
+        self.target = f"127.0.0.1:{_free_port()}"
+        env = {
+            **os.environ,
+            "TOOLRT_POOL_SIZE": str(pool_size),
+            "TOOLRT_MAX_SESSIONS": "512",
+            "TOOLRT_LOG_LEVEL": "WARNING",
+        }
+        env.pop("TOOLRT_CONFIG", None)
+        log = open(log_path or os.devnull, "ab")  # noqa: SIM115 - closed in stop()
+        self._log = log
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "runtime",
+                "serve",
+                "--listen",
+                self.target,
+                "--instance",
+                instance,
+            ],
+            env=env,
+            stdout=log,
+            stderr=log,
+        )
+        self.client = Client(self.target, timeout=120)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                self.tools = [t["name"] for t in self.client.list_tools()]
+                break
+            except Exception:
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    self.stop()
+                    msg = f"the toolrt daemon did not come up (log: {log_path})"
+                    raise RuntimeError(msg) from None
+                time.sleep(0.1)
+
+    def rss(self) -> int:
+        return int(psutil.Process(self.proc.pid).memory_info().rss)
+
+    def stop(self) -> None:
+        self.client.close()
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+
+
+def shell(client: Client, session_id: str, command: str) -> Any:
+    result = client.call(session_id, "shell", {"command": command})
+    if not result.ok:
+        msg = f"shell {command!r} failed: {result.error_code} {result.error_message}"
+        raise RuntimeError(msg)
+    return result
+
+
+def _container_cpu_ns(session_id: str) -> int | None:
+    """CPU time the session's container has used (cgroup v1 or v2), or None."""
+    client = docker.from_env(timeout=60)
+    try:
+        cid = client.api.inspect_container(container_name(session_id))["Id"]
+    finally:
+        client.close()
+    try:
+        with open(f"/sys/fs/cgroup/cpuacct/docker/{cid}/cpuacct.usage") as f:
+            return int(f.read())
+    except OSError:
+        pass
+    try:
+        with open(f"/sys/fs/cgroup/system.slice/docker-{cid}.scope/cpu.stat") as f:
+            for line in f:
+                key, _, value = line.partition(" ")
+                if key == "usage_usec":
+                    return int(value) * 1000
+    except OSError:
+        pass
+    return None
+
+
+def execute_true(d: Daemon, n: int, cpu: dict[str, float]) -> Sample:
+    """Sequential `shell true`; also CPU per call in the sandbox and the daemon."""
+    with d.client.session() as s:
+        for _ in range(20):
+            shell(d.client, s.id, "true")
+        daemon = psutil.Process(d.proc.pid)
+        before = _container_cpu_ns(s.id), sum(daemon.cpu_times()[:2])
+        sample = timed("toolrt Execute shell true", n, lambda: shell(d.client, s.id, "true"), 0)
+        after = _container_cpu_ns(s.id), sum(daemon.cpu_times()[:2])
+        if before[0] is not None and after[0] is not None:
+            cpu["sandbox_cpu_ms_per_call"] = (after[0] - before[0]) / n / 1e6
+        cpu["daemon_cpu_ms_per_call"] = (after[1] - before[1]) / n * 1e3
+        return sample
+
+
+def file_ops(d: Daemon, n: int) -> tuple[Sample, Sample]:
+    why = ""
+    if "write_file" not in d.tools or "read_file" not in d.tools:
+        why = "write_file/read_file are not in this build's catalog"
+    else:
+        try:
+            return _file_ops(d, n)
+        except Exception as exc:  # noqa: BLE001 - the rest of the run still counts
+            why = f"failed: {type(exc).__name__}: {str(exc)[:120]}"
+    return missing("toolrt write_file 1 KiB", why), missing("toolrt read_file 1 MiB", why)
+
+
+def _file_ops(d: Daemon, n: int) -> tuple[Sample, Sample]:
+    with d.client.session() as s:
+        small = "x" * (KiB - 1) + "\n"
+
+        def write() -> None:
+            r = s.call("write_file", {"path": "/workspace/small.txt", "content": small})
+            if not r.ok:
+                raise RuntimeError(r.error_message)
+
+        shell(d.client, s.id, "yes 0123456789abcdefghijklmnopqrstu | head -c 1048576 > big.txt")
+
+        def read() -> None:
+            r = s.call("read_file", {"path": "/workspace/big.txt"})
+            if not r.ok:
+                raise RuntimeError(r.error_message)
+
+        return timed("toolrt write_file 1 KiB", n, write), timed("toolrt read_file 1 MiB", n, read)
+
+
+def create_close_once(d: Daemon) -> tuple[float, float]:
+    """Seconds of a cold CreateSession, and of its CloseSession (after one call)."""
+    started = time.perf_counter()
+    sid = d.client.create_session().id
+    created = time.perf_counter() - started
+    shell(d.client, sid, "true")
+    started = time.perf_counter()
+    d.client.close_session(sid)
+    return created, time.perf_counter() - started
+
+
+def warm_first_call(d: Daemon, n: int, refill_wait_s: float) -> Sample:
+    """CreateSession + first Execute, each from a refilled warm pool."""
+    sample = Sample("toolrt warm CreateSession + first Execute")
+    time.sleep(refill_wait_s * 3)  # the initial fill
+    for _ in range(n):
+        started = time.perf_counter()
+        sid = d.client.create_session().id
+        shell(d.client, sid, "true")
+        sample.times.append(time.perf_counter() - started)
+        d.client.close_session(sid)
+        time.sleep(refill_wait_s)
+    return sample
+
+
+# -- concurrent load -----------------------------------------------------------
+async def _callers(target: str, sessions: list[str], start_at: float, seconds: float) -> dict:
+    latencies: list[float] = []
+    failures: list[str] = []
+    async with grpc.aio.insecure_channel(target) as channel:
+        stub = pb_grpc.ToolRuntimeStub(channel)
+        await asyncio.sleep(max(0.0, start_at - time.time()))
+        stop_at = time.perf_counter() + seconds
+
+        async def one(session_id: str) -> None:
+            while time.perf_counter() < stop_at:
+                token = uuid.uuid4().hex
+                call = pb.ToolCall(
+                    id=f"call-{token}",
+                    name="shell",
+                    arguments_json=f'{{"command": "echo {token}"}}',
+                )
+                started = time.perf_counter()
+                try:
+                    reply = await stub.Execute(
+                        pb.ExecuteRequest(session_id=session_id, call=call), timeout=120
+                    )
+                except grpc.aio.AioRpcError as exc:
+                    failures.append(f"{session_id}: {exc.code().name}")
+                    continue
+                latencies.append(time.perf_counter() - started)
+                # Every result must answer its own call: same id, same token.
+                if reply.call_id != call.id or not reply.ok or token not in reply.output_json:
+                    failures.append(f"{session_id}: {call.id} -> {reply.call_id} {reply.ok}")
+
+        await asyncio.gather(*(one(s) for s in sessions))
+    return {"latencies": latencies, "failures": failures}
+
+
+def _worker(target: str, sessions: list[str], start_at: float, seconds: float, out: Any) -> None:
+    out.put(asyncio.run(_callers(target, sessions, start_at, seconds)))
+
+
+def load(d: Daemon, sessions: int, seconds: float, keep: bool = False) -> tuple[Sample, list[str]]:
+    """`sessions` sessions, one caller each, `echo <token>` in a loop.
+
+    Callers are asyncio tasks spread over up to 4 processes (spawned, so they
+    start with a fresh gRPC). Returns the sample and, with `keep`, the
+    session ids (left open for the caller to inspect and close)."""
+    with ThreadPoolExecutor(16) as ex:
+        ids = list(ex.map(lambda _: d.client.create_session().id, range(sessions)))
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    procs = min(sessions, 4)
+    start_at = time.time() + 3.0
+    workers = [
+        ctx.Process(target=_worker, args=(d.target, ids[i::procs], start_at, seconds, out))
+        for i in range(procs)
+    ]
+    for w in workers:
+        w.start()
+    results = []
+    deadline = time.monotonic() + seconds + 180
+    while len(results) < len(workers):
+        try:
+            results.append(out.get(timeout=1))
+        except queue.Empty:
+            if time.monotonic() > deadline or not any(w.is_alive() for w in workers):
+                close_all(d, ids)
+                msg = f"load generator processes died or hung ({len(results)} answered)"
+                raise RuntimeError(msg) from None
+    for w in workers:
+        w.join(30)
+    sample = Sample(f"toolrt {sessions} sessions x 1 caller")
+    for r in results:
+        sample.times.extend(r["latencies"])
+        sample.failures += len(r["failures"])
+        if r["failures"] and not sample.note:
+            sample.note = r["failures"][0]
+    sample.calls_per_s = len(sample.times) / seconds
+    if not keep:
+        close_all(d, ids)
+        ids = []
+    return sample, ids
+
+
+def close_all(d: Daemon, ids: list[str]) -> None:
+    with ThreadPoolExecutor(16) as ex:
+        list(ex.map(d.client.close_session, ids))
+
+
+def idle_session_bytes(ids: list[str], count: int = 4) -> int:
+    """Memory of idle sessions as `docker stats` shows it (usage - page cache)."""
+    client = docker.from_env(timeout=60)
+    try:
+        sizes = []
+        for sid in ids[:count]:
+            stats = client.api.stats(container_name(sid), stream=False)
+            mem = stats["memory_stats"]
+            detail = mem.get("stats", {})
+            cache = detail.get("total_inactive_file", detail.get("inactive_file", 0))
+            sizes.append(int(mem["usage"]) - int(cache))
+        return int(sum(sizes) / len(sizes)) if sizes else 0
+    finally:
+        client.close()

@@ -1,0 +1,167 @@
+"""The targets of issue 4 as ratios of samples from one run, printed and
+written as markdown (bench/results/latest.md, also spliced into README.md)
+and as a latency/throughput plot."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.stats import Sample
+
+README_START = "<!-- bench:start -->"
+README_END = "<!-- bench:end -->"
+MiB = 1 << 20
+
+
+@dataclass
+class Check:
+    what: str
+    value: float  # the measured ratio or number
+    target: str
+    met: bool | None  # None: not measurable in this run
+
+
+def ratio(a: float, b: float) -> float:
+    return a / b if b and not math.isnan(a) and not math.isnan(b) else float("nan")
+
+
+def checks(s: dict[str, Sample], extra: dict[str, Any]) -> list[Check]:
+    def faster(ours: str, base: str, target: float) -> Check:
+        value = ratio(s[base].p50, s[ours].p50)
+        met = None if math.isnan(value) else value >= target
+        return Check(f"{ours} vs {base} (p50, x faster)", value, f">= {target:g}x", met)
+
+    def at_most(ours: str, base: str, target: float) -> Check:
+        value = ratio(s[ours].p50, s[base].p50)
+        met = None if math.isnan(value) else value <= target
+        return Check(f"{ours} / {base} (p50)", value, f"<= {target:g}", met)
+
+    out = [
+        faster("exec", "exec_run", 20),
+        at_most("exec", "host", 4),
+        faster("write", "put_archive", 20),
+        faster("read", "get_archive", 20),
+        at_most("warm", "create_start", 1 / 8),
+        at_most("cold", "create_start", 1.15),
+        at_most("close", "kill_remove", 1.2),
+    ]
+    for peer in ("cli", "llm_exec"):
+        value = ratio(s[peer].p50, s["exec"].p50)
+        out.append(Check(f"exec vs {peer} (p50, x faster)", value, "reported", None))
+    value = ratio(s["llm_open"].p50, s["warm"].p50)
+    out.append(Check("warm vs llm_open (p50, x faster)", value, "reported", None))
+    tput = ratio(s["load8"].calls_per_s, s["exec_run_tput"].calls_per_s)
+    out.append(Check("throughput 8x8 vs exec_run 8x8 (calls/s)", tput, ">= 25x", tput >= 25))
+    l64 = s["load64"]
+    out.append(
+        Check(
+            "64 sessions: failed/lost/crossed results",
+            l64.failures,
+            "0",
+            l64.n > 0 and l64.failures == 0,
+        )
+    )
+    spread = ratio(l64.p99, l64.p50)
+    out.append(Check("64 sessions: p99 / p50", spread, "<= 10", spread <= 10))
+    idle = extra.get("idle_session_bytes", 0) / MiB
+    out.append(
+        Check(
+            "idle session memory (MiB, agent included)",
+            idle,
+            "<= 8",
+            None if not idle else idle <= 8,
+        )
+    )
+    rss = extra.get("daemon_rss_64_bytes", 0) / MiB
+    out.append(Check("daemon RSS with 64 sessions (MiB)", rss, "reported", None))
+    return out
+
+
+def _ms(x: float) -> str:
+    return "-" if math.isnan(x) else f"{x * 1e3:.2f}"
+
+
+def latency_table(samples: dict[str, Sample]) -> list[str]:
+    lines = [
+        "| operation | n | p50 ms | p90 ms | p99 ms | calls/s | note |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for sample in samples.values():
+        rate = f"{sample.calls_per_s:.0f}" if sample.calls_per_s else ""
+        note = sample.note + (f" ({sample.failures} failed)" if sample.failures else "")
+        lines.append(
+            f"| {sample.name} | {sample.n} | {_ms(sample.p50)} | {_ms(sample.p90)} | "
+            f"{_ms(sample.p99)} | {rate} | {note} |"
+        )
+    return lines
+
+
+def target_table(found: list[Check], names: dict[str, str]) -> list[str]:
+    lines = ["| target | measured | wanted | |", "|---|---:|---|---|"]
+    for check in found:
+        what = check.what
+        for key, label in names.items():
+            what = re.sub(rf"\b{key}\b", label, what)
+        value = "-" if math.isnan(check.value) else f"{check.value:.3g}"
+        mark = {True: "met", False: "**MISSED**", None: "n/a"}[check.met]
+        lines.append(f"| {what} | {value} | {check.target} | {mark} |")
+    return lines
+
+
+def curve_table(curve: list[tuple[int, Sample]]) -> list[str]:
+    lines = [
+        "| concurrent sessions | calls | calls/s | p50 ms | p90 ms | p99 ms | failed |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for sessions, s in curve:
+        lines.append(
+            f"| {sessions} | {s.n} | {s.calls_per_s:.0f} | {_ms(s.p50)} | {_ms(s.p90)} | "
+            f"{_ms(s.p99)} | {s.failures} |"
+        )
+    return lines
+
+
+def plot(curve: list[tuple[int, Sample]], path: Path) -> bool:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    xs = [c for c, _ in curve]
+    fig, left = plt.subplots(figsize=(7, 4))
+    for q, style in ((0.5, "o-"), (0.9, "s--"), (0.99, "^:")):
+        left.plot(xs, [s.pct(q) * 1e3 for _, s in curve], style, label=f"p{int(q * 100)} ms")
+    left.set_xscale("log", base=2)
+    left.set_xticks(xs, [str(x) for x in xs])
+    left.set_xlabel("concurrent sessions (one caller each)")
+    left.set_ylabel("Execute latency, ms")
+    right = left.twinx()
+    right.plot(xs, [s.calls_per_s for _, s in curve], "k-", lw=2, label="calls/s")
+    right.set_ylabel("calls/s")
+    handles = left.get_legend_handles_labels()[0] + right.get_legend_handles_labels()[0]
+    labels = left.get_legend_handles_labels()[1] + right.get_legend_handles_labels()[1]
+    left.legend(handles, labels, loc="upper left")
+    left.set_title("toolrt: shell `echo` latency and throughput")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def splice_readme(readme: Path, markdown: str) -> bool:
+    if not readme.exists():
+        return False
+    text = readme.read_text()
+    if README_START not in text or README_END not in text:
+        return False
+    head, rest = text.split(README_START, 1)
+    _, tail = rest.split(README_END, 1)
+    readme.write_text(f"{head}{README_START}\n{markdown}\n{README_END}{tail}")
+    return True

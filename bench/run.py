@@ -1,0 +1,243 @@
+"""`make bench`: toolrt against its baselines and llm-sandbox, in one run.
+
+    bench/.venv/bin/python -m bench.run [--quick]
+
+Prints the latency table, the targets as ratios (misses marked), and the
+concurrency curve; writes bench/results/latest.{md,json}, curve.png, and the
+README's Benchmarks section. Removes every container it started.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import docker
+
+from bench import ours, report
+from bench.baselines import Baselines
+from bench.stats import Sample, interleave
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
+CURVE = (1, 4, 16, 64)
+
+# Short names used in the target table.
+NAMES = {
+    "exec": "Execute shell true",
+    "exec_run": "SDK exec_run",
+    "host": "host subprocess",
+    "write": "write_file 1 KiB",
+    "put_archive": "put_archive",
+    "read": "read_file 1 MiB",
+    "get_archive": "get_archive",
+    "warm": "warm create + first Execute",
+    "create_start": "raw create+start",
+    "cold": "cold CreateSession",
+    "close": "CloseSession",
+    "kill_remove": "raw kill+remove",
+    "cli": "CLI docker exec",
+    "llm_exec": "llm-sandbox execute_command",
+    "llm_open": "llm-sandbox open + first command",
+}
+
+
+def machine() -> dict[str, str]:
+    client = docker.from_env(timeout=30)
+    try:
+        info = client.info()
+        version = client.version().get("Version", "?")
+    finally:
+        client.close()
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return {
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "cpus": str(os.cpu_count()),
+        "memory": f"{mem / (1 << 30):.1f} GiB",
+        "kernel": platform.release(),
+        "docker": version,
+        "runtime": str(info.get("DefaultRuntime", "?")),
+        "cgroup": f"v{info.get('CgroupVersion', '?')}",
+        "python": platform.python_version(),
+        "load": " ".join(f"{x:.2f}" for x in os.getloadavg()),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer samples (~2 minutes)")
+    parser.add_argument("--no-readme", action="store_true", help="leave README.md alone")
+    args = parser.parse_args()
+    quick = args.quick
+    run_id = uuid.uuid4().hex[:8]
+    instance = f"bench-{run_id}"
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    log_path = str(RESULTS / "daemon.log")
+    Path(log_path).write_text("")
+    base = Baselines(instance, quick)
+    s: dict[str, Sample] = {}
+    extra: dict[str, int] = {}
+    cpu: dict[str, float] = {}
+    curve: list[tuple[int, Sample]] = []
+    started = time.monotonic()
+
+    def step(what: str) -> None:
+        print(f"[{time.monotonic() - started:6.1f}s] {what}", file=sys.stderr, flush=True)
+
+    daemons: list[ours.Daemon] = []
+    try:
+        cold = ours.Daemon(f"{instance}-a", 0, log_path)
+        daemons.append(cold)
+        step("Execute vs host, exec_run and docker exec, in interleaved rounds")
+        s["host"] = Sample("host subprocess bash -c true")
+        s["exec_run"] = Sample("SDK exec_run true")
+        s["cli"] = Sample("CLI docker exec true")
+        s["exec"] = Sample("toolrt Execute shell true")
+        with base.exec_target() as (exec_run, cli), cold.client.session() as session:
+            parts = [
+                (s["exec"], 40, lambda: ours.shell(cold.client, session.id, "true")),
+                (s["host"], 30, base.host_once),
+                (s["exec_run"], 6, exec_run),
+            ]
+            if cli is not None:
+                parts.append((s["cli"], 4, cli))
+            else:
+                s["cli"].note = "no docker CLI on this host"
+            interleave(3 if quick else 10, parts)
+        ours.execute_true(cold, 100, cpu)
+        step("CreateSession/CloseSession vs raw create+start/kill+remove, interleaved")
+        s["create_start"], s["kill_remove"] = Sample("raw create+start"), Sample("raw kill+remove")
+        s["cold"], s["close"] = Sample("toolrt CreateSession (cold)"), Sample("toolrt CloseSession")
+        base.lifecycle_once()  # warm the engine's caches
+        for _ in range(6 if quick else 20):
+            for (a, b), pair in (
+                (base.lifecycle_once(), ("create_start", "kill_remove")),
+                (ours.create_close_once(cold), ("cold", "close")),
+            ):
+                s[pair[0]].times.append(a)
+                s[pair[1]].times.append(b)
+        step("baselines: archives, llm-sandbox, exec_run throughput")
+        s["put_archive"], s["get_archive"] = base.archives()
+        s["llm_exec"], s["llm_open"] = base.llm_sandbox()
+        s["exec_run_tput"] = base.exec_run_throughput(8, 4 if quick else 8)
+        step("toolrt: file tools")
+        s["write"], s["read"] = ours.file_ops(cold, 30 if quick else 100)
+        step("toolrt: throughput 8 sessions x 8 callers")
+        s["load8"], _ = ours.load(cold, 8, 4 if quick else 8)
+        for sessions in CURVE:
+            step(f"toolrt: {sessions} concurrent sessions")
+            seconds = (4 if quick else 10) if sessions == 64 else (3 if quick else 6)
+            keep = sessions == CURVE[-1]
+            rss_before = cold.rss()
+            sample, ids = ours.load(cold, sessions, seconds, keep=keep)
+            curve.append((sessions, sample))
+            if keep:
+                extra["daemon_rss_idle_bytes"] = rss_before
+                extra["daemon_rss_64_bytes"] = cold.rss()
+                time.sleep(1)
+                extra["idle_session_bytes"] = ours.idle_session_bytes(ids)
+                ours.close_all(cold, ids)
+        s["load64"] = curve[-1][1]
+        cold.stop()
+        step("toolrt: warm pool")
+        warm = ours.Daemon(f"{instance}-b", 2, log_path)
+        daemons.append(warm)
+        s["warm"] = ours.warm_first_call(warm, 8 if quick else 20, 1.0)
+        warm.stop()
+    finally:
+        for d in daemons:
+            d.stop()
+        left = base.cleanup()
+        client = docker.from_env(timeout=60)
+        for suffix in ("-a", "-b"):
+            for c in client.containers.list(
+                all=True, filters={"label": f"toolrt.daemon={instance}{suffix}"}
+            ):
+                left += 1
+                c.remove(force=True)
+        client.close()
+        base.close()
+        if left:
+            print(f"removed {left} container(s) left by the run", file=sys.stderr)
+
+    step("report")
+    found = report.checks(s, extra)
+    host = machine()
+    png = RESULTS / "curve.png"
+    drew = report.plot(curve, png)
+    machine_line = (
+        f"{host['date']}: {host['cpus']} CPUs, {host['memory']}, kernel {host['kernel']}, "
+        f"Docker {host['docker']} (runtime {host['runtime']}, cgroup {host['cgroup']}), "
+        f"Python {host['python']}, load average before the report {host['load']}"
+        + (" (--quick)" if quick else "")
+    )
+    memory_line = (
+        f"Idle session: {extra.get('idle_session_bytes', 0) / (1 << 20):.1f} MiB "
+        "(container memory less page cache, agent included); daemon RSS "
+        f"{extra.get('daemon_rss_idle_bytes', 0) / (1 << 20):.0f} MiB idle, "
+        f"{extra.get('daemon_rss_64_bytes', 0) / (1 << 20):.0f} MiB with 64 sessions."
+    )
+    per_call = cpu.get("sandbox_cpu_ms_per_call", 0) + cpu.get("daemon_cpu_ms_per_call", 0)
+    ceiling = int(host["cpus"]) * 1000 / per_call if per_call else float("nan")
+    cpu_line = (
+        "CPU per sequential `shell true` call: "
+        f"{cpu.get('sandbox_cpu_ms_per_call', float('nan')):.2f} ms in the sandbox "
+        "(agent, per-call subreaper, bash), "
+        f"{cpu.get('daemon_cpu_ms_per_call', float('nan')):.2f} ms in the daemon, so "
+        f"{host['cpus']} CPUs cap throughput near "
+        f"{ceiling:.0f} calls/s before any client or other load."
+    )
+    md = [
+        f"Measured by `make bench` on {machine_line}.",
+        "",
+        "Targets (ratios of samples from the same run):",
+        "",
+        *report.target_table(found, NAMES),
+        "",
+        "Every operation:",
+        "",
+        *report.latency_table({k: v for k, v in s.items() if k != "load64"}),
+        "",
+        "Concurrency (one caller per session, `echo <token>` in a loop; every result "
+        "checked against its call):",
+        "",
+        *report.curve_table(curve),
+        "",
+        memory_line,
+        "",
+        cpu_line,
+    ]
+    if drew:
+        md += ["", "![latency and throughput by concurrent sessions](bench/results/curve.png)"]
+    markdown = "\n".join(md)
+    print("\n" + markdown)
+    # latest.md sits beside the plot; the README links it from the root.
+    (RESULTS / "latest.md").write_text(markdown.replace("](bench/results/", "](") + "\n")
+    (RESULTS / "latest.json").write_text(
+        json.dumps(
+            {
+                "machine": host,
+                "quick": quick,
+                "samples": {k: v.as_dict() for k, v in s.items()},
+                "curve": [{"sessions": n, **v.as_dict()} for n, v in curve],
+                "memory": extra,
+                "cpu_per_call": cpu,
+                "targets": [c.__dict__ for c in found],
+            },
+            indent=1,
+        )
+    )
+    if not args.no_readme:
+        report.splice_readme(ROOT / "README.md", markdown)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The benchmark's own environment: toolrt (editable) plus the peer it is
+# measured against (llm-sandbox) and matplotlib, from the package index.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV=bench/.venv
+STAMP=$VENV/.installed
+if [[ ! -f $STAMP || pyproject.toml -nt $STAMP ]]; then
+    ${PYTHON:-python3} -m venv "$VENV"
+    "$VENV/bin/pip" install -q --upgrade pip
+    "$VENV/bin/pip" install -q -e . 'llm-sandbox[docker]' matplotlib
+    touch "$STAMP"
+fi
