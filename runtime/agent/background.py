@@ -16,7 +16,6 @@ exit code.
 from __future__ import annotations
 
 import os
-import secrets
 import selectors
 import time
 from typing import Any
@@ -150,7 +149,7 @@ def make_state_dir() -> str:
     """A root-owned directory in /tmp where the user may write FIFOs but not
     create, list or replace anything; "" when it cannot be made."""
     for _ in range(4):
-        path = f"/tmp/.toolrt-{secrets.token_hex(6)}"
+        path = f"/tmp/.toolrt-{os.urandom(6).hex()}"
         try:
             os.mkdir(path, 0o711)
             os.chmod(path, 0o711)
@@ -163,7 +162,7 @@ def make_state_dir() -> str:
 def open_state_fifo(state_dir: str, rid: int) -> tuple[str, int]:
     """A FIFO the command's EXIT trap writes to; opened read-write so it
     never reports end-of-file while the command has not written yet."""
-    path = f"{state_dir}/s{rid}-{secrets.token_hex(4)}"
+    path = f"{state_dir}/s{rid}-{os.urandom(4).hex()}"
     os.mkfifo(path, 0o600)
     os.chmod(path, 0o622)
     fd = os.open(path, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)

@@ -19,8 +19,7 @@ import errno
 import os
 import posixpath
 import stat
-import tarfile
-import uuid
+import sys
 from typing import Any, Callable, Iterator
 
 SANDBOX_UID = int(os.environ.get("TOOLRT_SANDBOX_UID", "1000"))
@@ -239,7 +238,7 @@ def op_read(header: dict[str, Any], body: bytes) -> tuple[dict[str, Any], bytes]
 
 
 def _write_atomic(parent: int, name: str, data: bytes, path: str) -> None:
-    tmp = f".{name[:64]}.toolrt-{uuid.uuid4().hex[:12]}.tmp"
+    tmp = f".{name[:64]}.toolrt-{os.urandom(6).hex()}.tmp"
     mode = 0o644
     with contextlib.suppress(OSError):
         st = os.lstat(name, dir_fd=parent)
@@ -337,7 +336,6 @@ OPS: dict[str, Callable[[dict[str, Any], bytes], tuple[dict[str, Any], bytes]]] 
 
 def handlers(agent: Any) -> dict[str, Callable[[int, dict[str, Any], bytes], None]]:
     """Agent handlers for the file ops: run as the sandbox user, answer once."""
-    import archives  # imported late: it imports this module
 
     def wrap(
         fn: Callable[[dict[str, Any], bytes], tuple[dict[str, Any], bytes]],
@@ -351,12 +349,29 @@ def handlers(agent: Any) -> dict[str, Callable[[int, dict[str, Any], bytes], Non
         def emit(chunk: bytes) -> None:
             agent.send({"id": rid, "op": "data"}, chunk)
 
-        run(agent, rid, lambda: (archives.archive(header, emit), b""))
+        run(agent, rid, lambda: (_archives().archive(header, emit), b""))
+
+    def extract(header: dict[str, Any], body: bytes) -> tuple[dict[str, Any], bytes]:
+        return _archives().op_extract(header, body)  # type: ignore[no-any-return]
 
     table = {name: wrap(fn) for name, fn in OPS.items()}
-    table["extract"] = wrap(archives.op_extract)
+    table["extract"] = wrap(extract)
     table["archive"] = handle_archive
     return table
+
+
+def _archives() -> Any:
+    # Imported on first use: it imports this module, and tarfile with it.
+    import archives
+
+    return archives
+
+
+def _tar_errors() -> tuple[type[BaseException], ...]:
+    # tarfile (and the compression modules it pulls in) costs the agent
+    # megabytes: it is imported only once an archive op runs.
+    tarfile = sys.modules.get("tarfile")
+    return (tarfile.TarError, EOFError) if tarfile is not None else (EOFError,)
 
 
 def run(agent: Any, rid: int, fn: Callable[[], tuple[dict[str, Any], bytes]]) -> None:
@@ -370,7 +385,7 @@ def run(agent: Any, rid: int, fn: Callable[[], tuple[dict[str, Any], bytes]]) ->
         failure = os_failure(exc, getattr(exc, "filename", None) or "path")
         agent.reply_error(rid, failure.code, failure.message)
         return
-    except (tarfile.TarError, EOFError) as exc:
+    except _tar_errors() as exc:
         agent.reply_error(rid, INVALID_ARGUMENTS, f"broken tar archive: {exc}")
         return
     agent.send({**reply, "id": rid, "op": "ok", "done": True}, data)
