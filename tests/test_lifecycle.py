@@ -121,6 +121,32 @@ def test_image_without_python_is_refused(client, docker_client):
         docker_client.images.remove(name, force=True)
 
 
+def test_image_whose_python_cannot_run_the_agent_is_refused(client, docker_client):
+    # A python3 earlier on PATH that exits at once, like an interpreter too old
+    # for the agent: the container starts, the agent never says hello.
+    script = b"#!/bin/sh\necho 'SyntaxError' >&2\nexit 1\n"
+    data = io.BytesIO()
+    with tarfile.open(fileobj=data, mode="w") as tar:
+        info = tarfile.TarInfo("python3")
+        info.size, info.mode = len(script), 0o755
+        tar.addfile(info, io.BytesIO(script))
+    base = docker_client.containers.create("toolrt-sandbox:default", command=["true"])
+    name = f"toolrt-test-oldpython:{uuid.uuid4().hex[:8]}"
+    try:
+        base.put_archive("/usr/local/bin", data.getvalue())
+        repository, tag = name.split(":")
+        base.commit(repository=repository, tag=tag)
+    finally:
+        base.remove(force=True)
+    try:
+        with pytest.raises(ToolrtRpcError) as err:
+            client.create_session(image=name)
+        assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT
+        assert "python3 (3.9 or newer)" in err.value.details
+    finally:
+        docker_client.images.remove(name, force=True)
+
+
 def test_engine_down_is_unavailable(make_daemon, tmp_path):
     running = make_daemon(docker_host=f"unix://{tmp_path}/no-engine.sock", docker_timeout_s=3)
     with Client(running.target) as client, pytest.raises(ToolrtRpcError) as err:

@@ -229,11 +229,14 @@ class DockerBackend:
             try:
                 await connection.hello(self._config.create_timeout_s)
             except SandboxLost as exc:
-                msg = (
-                    f"{what}: the in-sandbox agent exited at start-up; the image "
-                    f"{spec.image!r} needs python3 (3.9 or newer) on its PATH"
-                )
-                raise BadRequest(msg) from exc
+                if await self._run(what, self._exited_by_itself, container_id):
+                    msg = (
+                        f"{what}: the in-sandbox agent exited at start-up; the image "
+                        f"{spec.image!r} needs python3 (3.9 or newer) on its PATH"
+                    )
+                    raise BadRequest(msg) from exc
+                msg = f"{what}: the sandbox was stopped or removed while it started"
+                raise EngineUnavailable(msg) from exc
             except TimeoutError as exc:
                 msg = f"{what}: the sandbox did not answer within {self._config.create_timeout_s} s"
                 raise EngineUnavailable(msg) from exc
@@ -245,6 +248,15 @@ class DockerBackend:
         sandbox = DockerSandbox(spec.session_id, connection)
         self._live[spec.session_id] = sandbox
         return sandbox
+
+    def _exited_by_itself(self, container_id: str) -> bool:
+        """Did the container end on its own (not killed, removed or OOM-killed)?"""
+        try:
+            state = self._docker().api.inspect_container(container_id)["State"]
+        except docker.errors.NotFound:
+            return False
+        killed = state.get("OOMKilled") or state.get("ExitCode") in (128 + 9, 128 + 15)
+        return not state.get("Running") and not killed
 
     def _remove_container(self, session_id: str) -> None:
         try:
