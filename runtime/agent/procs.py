@@ -165,7 +165,9 @@ def run_subreaper(
     except KillRequested:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         kill_tree(float(spec.get("grace_s", 0.5)))
-    except BaseException:  # noqa: BLE001 - the subreaper must always exit
+    except BaseException as exc:  # noqa: BLE001 - the subreaper must always exit
+        # Say why (a call must not end as an unexplained SIGKILL).
+        _report(status_w, {"spawn_error": f"{type(exc).__name__}: {exc}", "errno": None})
         code = 1
     os._exit(code)
 
