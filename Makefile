@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 ENGINE_STAMP := .engine-ok
 
-.PHONY: help venv proto proto-check engine image run test test-fast lint bench clean
+.PHONY: help venv proto proto-check engine helper image run test test-fast lint bench clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -28,7 +28,20 @@ proto-check: proto ## fail if the committed stubs differ from proto/
 engine: ## make sure a Docker engine answers (installs docker.io as root when missing)
 	@docker info >/dev/null 2>&1 || bash scripts/ensure-docker.sh
 
-image: $(STAMP) engine ## build the default sandbox image if its recipe changed
+HELPER := runtime/agent/toolrt-spawn
+
+# The agent's per-call subreaper in C, static so it runs in any image. Optional:
+# without a compiler the agent forks itself instead (slower, same behaviour).
+$(HELPER): runtime/agent/spawn.c
+	@if command -v gcc >/dev/null 2>&1; then \
+		gcc -O2 -Wall -Wextra -static -o $@ $< && echo "built $@"; \
+	else \
+		echo "no gcc: the agent will use its Python spawn path (slower)"; \
+	fi
+
+helper: $(HELPER) ## build the agent's native spawn helper
+
+image: $(STAMP) engine $(HELPER) ## build the default sandbox image if its recipe changed
 	$(PY) sandbox_images/build.py
 
 run: image ## start the daemon in the foreground on 127.0.0.1:50051

@@ -119,6 +119,10 @@ class Config(BaseModel):
     docker_workers: int = Field(32, ge=1)
     """Threads that run the (blocking) Docker SDK, so dozens of sessions can
     be created or closed at once without touching the event loop."""
+    native_spawn: bool = True
+    """Start each call's subreaper with the agent's C helper (`make helper`)
+    rather than a fork of the agent: same behaviour, a few ms less per call.
+    Without the helper binary the agent forks regardless."""
     kill_grace_s: float = Field(0.5, ge=0, le=5)
     """Time between TERM and KILL when a call's processes are stopped."""
     result_cap_bytes: int = Field(2 * MiB, ge=64 * 1024)

@@ -203,6 +203,10 @@ class Agent(background.BackgroundOps):
         out_r, out_w = os.pipe2(os.O_CLOEXEC)
         err_r, err_w = (out_r, out_w) if merge else os.pipe2(os.O_CLOEXEC)
         status_r, status_w = os.pipe2(os.O_CLOEXEC)
+        # Above the command's 0-3: dup2 onto itself would keep close-on-exec.
+        high = fcntl.fcntl(status_w, fcntl.F_DUPFD_CLOEXEC, 10)
+        os.close(status_w)
+        status_w = high
         stdin_r, stdin_w = (
             os.pipe2(os.O_CLOEXEC)
             if body
@@ -210,7 +214,7 @@ class Agent(background.BackgroundOps):
         )
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
         try:
-            pid = os.fork()
+            pid = self.spawn(spec, stdin_r, out_w, err_w, status_w)
         except OSError as exc:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
             for fd in {out_r, out_w, err_r, err_w, status_r, status_w, stdin_r, stdin_w} - {-1}:
@@ -246,6 +250,21 @@ class Agent(background.BackgroundOps):
         if stdin_w >= 0:
             os.set_blocking(stdin_w, False)
             self.sel.register(stdin_w, selectors.EVENT_WRITE, ("stdin", [call, memoryview(body)]))
+
+    def spawn(
+        self, spec: dict[str, Any], stdin_r: int, out_w: int, err_w: int, status_w: int
+    ) -> int:
+        """The call's subreaper: the C helper if it runs here, else a fork (0 in the child)."""
+        if procs.NATIVE:
+            try:
+                return procs.spawn_native(spec, stdin_r, out_w, err_w, status_w)
+            except OSError as exc:
+                if exc.errno == errno.EAGAIN:
+                    raise
+                # The helper cannot run in this sandbox: use the fork for good.
+                print(f"agent: native spawn unavailable ({exc}); forking", file=sys.stderr)
+                procs.NATIVE = False
+        return os.fork()
 
     def on_output(self, fd: int, call: Call, draining: bool = False) -> None:
         if fd not in call.fds:

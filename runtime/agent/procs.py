@@ -101,6 +101,35 @@ def _mark_oom_first() -> None:
         f.write("1000")
 
 
+# The per-call subreaper in C (spawn.c), built by `make`; without it (or with
+# TOOLRT_NATIVE_SPAWN=0) run_subreaper below does the same job from a fork
+# of the agent, at the price of copying a Python process per call.
+HELPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "toolrt-spawn")
+NATIVE = os.environ.get("TOOLRT_NATIVE_SPAWN", "1") != "0" and os.access(HELPER, os.X_OK)
+
+
+def spawn_native(spec: dict, stdin_fd: int, out_w: int, err_w: int, status_w: int) -> int:
+    """Start the C subreaper with posix_spawn (no copy of the agent); its pid."""
+    grace_ms = str(int(float(spec.get("grace_s", 0.5)) * 1000))
+    argv = [HELPER, str(spec["uid"]), str(spec["gid"]), grace_ms, spec["cwd"]]
+    argv += ["/bin/bash", "-c", spec["command"]]
+    return os.posix_spawn(
+        HELPER,
+        argv,
+        spec["env"],
+        file_actions=[
+            (os.POSIX_SPAWN_DUP2, stdin_fd, 0),
+            (os.POSIX_SPAWN_DUP2, out_w, 1),
+            (os.POSIX_SPAWN_DUP2, err_w, 2),
+            (os.POSIX_SPAWN_DUP2, status_w, 3),
+        ],
+        # Held until the helper takes SIGTERM with sigwaitinfo; Python's
+        # ignored SIGPIPE/SIGXFSZ must not reach the command.
+        setsigmask={signal.SIGTERM},
+        setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),
+    )
+
+
 def run_subreaper(
     spec: dict,
     stdin_fd: int,

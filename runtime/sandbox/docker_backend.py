@@ -188,7 +188,10 @@ class DockerBackend:
             "labels": self._labels(spec),
             "working_dir": "/workspace",
             "hostname": "sandbox",
-            "environment": {"PYTHONDONTWRITEBYTECODE": "1"},
+            "environment": {
+                "PYTHONDONTWRITEBYTECODE": "1",
+                "TOOLRT_NATIVE_SPAWN": "1" if self._config.native_spawn else "0",
+            },
         }
         if spec.runtime:
             kwargs["runtime"] = spec.runtime

@@ -1,0 +1,58 @@
+"""Both ways a call's subreaper starts: the C helper, and the agent's fork."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from runtime.agent import procs
+from runtime.client import Client
+from tests.test_shell import user_processes
+
+pytestmark = pytest.mark.docker
+
+
+def processes_during(client, session, docker_client, command: str) -> list[str]:
+    """The sandbox's process list while `command` (which sleeps) runs."""
+    seen: list[str] = []
+    call = threading.Thread(target=session.shell, args=(command,), kwargs={"timeout_s": 3})
+    call.start()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not any("sleep 41" in p for p in seen):
+        time.sleep(0.1)
+        top = docker_client.containers.get(f"toolrt-{session.id}").top(ps_args="-eo pid,user,args")
+        seen = [" ".join(p[1:]) for p in top["Processes"]]
+    call.join(10)
+    return seen
+
+
+def test_the_c_helper_is_built_and_used(client, session, docker_client):
+    assert Path(procs.HELPER).exists(), "run `make helper` (make test builds it)"
+    seen = processes_during(client, session, docker_client, "sleep 41")
+    assert any(p.startswith("root") and "toolrt-spawn" in p for p in seen), seen
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["helper", "fork"])
+def test_either_way_a_timeout_kills_the_whole_tree(make_daemon, docker_client, native):
+    daemon = make_daemon(native_spawn=native)
+    with Client(daemon.target) as client, client.session() as session:
+        started = time.monotonic()
+        result = session.shell(
+            "setsid sleep 301 & (setsid bash -c 'sleep 302 &' &); echo up; sleep 303",
+            timeout_s=1.5,
+        )
+        assert result.error_code == "TIMEOUT"
+        assert result.output["stdout"] == "up\n"
+        assert time.monotonic() - started < 1.5 + 1.5
+        assert [p for p in user_processes(docker_client, session.id) if "sleep" in p] == []
+        ok = session.shell("id -u; grep CapEff /proc/self/status; exit 7", cwd="/workspace")
+        assert ok.output["exit_code"] == 7
+        assert ok.output["stdout"] == "1000\nCapEff:\t0000000000000000\n"
+        missing = session.shell("true", cwd="/workspace/nope")
+        assert missing.error_code == "NOT_FOUND"
+        if not native:
+            seen = processes_during(client, session, docker_client, "sleep 41")
+            assert not any("toolrt-spawn" in p for p in seen), seen
