@@ -1,6 +1,6 @@
 """toolrt's in-sandbox agent: the container's main process.
 
-Started as `python3 -I /opt/toolrt/agent.py`, as root with only SETUID,
+Started by `python3 -I /opt/toolrt/main.py`, as root with only SETUID,
 SETGID and KILL. It speaks framed messages (protocol.py) over the container's
 attached stdin/stdout and runs each command as the sandbox user under a
 per-call subreaper (procs.py). One thread, one selector loop: it never needs

@@ -14,7 +14,6 @@ Stdlib only, Python >= 3.9 (runs inside sandboxes).
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
 import os
 import posixpath
@@ -32,7 +31,7 @@ PATH_DENIED = "PATH_DENIED"
 INVALID_ARGUMENTS = "INVALID_ARGUMENTS"
 LIMIT_EXCEEDED = "LIMIT_EXCEEDED"
 INTERNAL = "INTERNAL"
-_libc = ctypes.CDLL(None, use_errno=True)
+_libc: Any = None  # loaded at the first file op (ctypes costs every start-up)
 
 
 class FileOpError(Exception):
@@ -48,6 +47,11 @@ class FileOpError(Exception):
 def as_sandbox_user() -> Iterator[None]:
     """Filesystem access as the sandbox user for the duration of the block."""
     os.setgroups([])
+    global _libc
+    if _libc is None:
+        import ctypes
+
+        _libc = ctypes.CDLL(None, use_errno=True)
     _libc.setfsgid(SANDBOX_GID)
     _libc.setfsuid(SANDBOX_UID)
     try:

@@ -11,15 +11,12 @@ is left.
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import signal
-import subprocess
 import time
 
 PR_SET_CHILD_SUBREAPER = 36
-_libc = ctypes.CDLL(None, use_errno=True)
 
 
 class KillRequested(Exception):
@@ -150,7 +147,13 @@ def run_subreaper(
         # The agent forked us with SIGTERM blocked so that a kill sent this
         # early is held until the handler above can turn it into KillRequested.
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
-        if _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        # Imported here, in the forked subreaper: with the C helper the agent
+        # never needs them, and they cost every sandbox start-up time and memory.
+        import ctypes
+        import subprocess
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
             raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
         try:
             _mark_oom_first()

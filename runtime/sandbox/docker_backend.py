@@ -9,6 +9,7 @@ no Docker API at all: calls travel over the container's attach stream
 from __future__ import annotations
 
 import asyncio
+import compileall
 import contextlib
 import logging
 import os
@@ -61,6 +62,18 @@ def docker_socket_path(config: Config) -> str:
     return parsed.path
 
 
+def precompile_agent(agent_dir: str) -> None:
+    """Byte-compile the agent next to its source, once per daemon start.
+
+    Sandboxes mount the directory read-only and cannot cache bytecode
+    themselves: without this every sandbox start compiles the agent anew
+    (~15 ms of each CreateSession). Python versions that do not match just
+    compile as before; a read-only install is left alone.
+    """
+    with contextlib.suppress(OSError):
+        compileall.compile_dir(agent_dir, quiet=1, maxlevels=0)
+
+
 class DockerSandbox:
     """A running container and the connection to its agent."""
 
@@ -106,6 +119,7 @@ class DockerBackend:
         self._executor = ThreadPoolExecutor(config.docker_workers, thread_name_prefix="docker")
         self._client: docker.DockerClient | None = None
         self._agent_dir = str(Path(agent_package.__file__).resolve().parent)
+        precompile_agent(self._agent_dir)
         self._live: dict[str, DockerSandbox] = {}
 
     # -- plumbing -----------------------------------------------------------
@@ -158,7 +172,7 @@ class DockerBackend:
         tmpfs_opts = "rw,exec,nosuid,nodev"
         kwargs: dict[str, Any] = {
             "image": spec.image,
-            "command": ["python3", "-I", f"{AGENT_DIR_IN_SANDBOX}/agent.py"],
+            "command": ["python3", "-I", f"{AGENT_DIR_IN_SANDBOX}/main.py"],
             "name": container_name(spec.session_id),
             "user": "0:0",
             "entrypoint": [],
