@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from runtime.errors import InvalidArguments
 from runtime.policy.allowlist import WORKSPACE, normalize
 from runtime.tools.base import Tool, ToolContext
+from runtime.tools.validation import no_nul
 
 DEFAULT_READ_LINES = 2000
 MAX_LIST_ENTRIES = 1000
@@ -33,13 +34,6 @@ PATHS = (
 )
 
 
-def _path_ok(value: str) -> str:
-    if "\x00" in value:
-        msg = "must not contain NUL characters"
-        raise ValueError(msg)
-    return value
-
-
 class ReadFileArgs(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -49,7 +43,7 @@ class ReadFileArgs(BaseModel):
         None, ge=1, description=f"Number of lines to return. Default: {DEFAULT_READ_LINES}."
     )
 
-    _path = field_validator("path")(_path_ok)
+    _path = field_validator("path")(no_nul)
 
 
 class WriteFileArgs(BaseModel):
@@ -58,7 +52,7 @@ class WriteFileArgs(BaseModel):
     path: str = Field(min_length=1, description="File to create or replace.")
     content: str = Field(description="The complete new content of the file (UTF-8 text).")
 
-    _path = field_validator("path")(_path_ok)
+    _path = field_validator("path")(no_nul)
 
 
 class EditFileArgs(BaseModel):
@@ -75,7 +69,7 @@ class EditFileArgs(BaseModel):
         None, description="Replace every occurrence instead of exactly one. Default: false."
     )
 
-    _path = field_validator("path")(_path_ok)
+    _path = field_validator("path")(no_nul)
 
 
 class ListFilesArgs(BaseModel):
@@ -86,7 +80,7 @@ class ListFilesArgs(BaseModel):
         None, description="Also list everything below subdirectories. Default: false."
     )
 
-    _path = field_validator("path")(_path_ok)
+    _path = field_validator("path")(no_nul)
 
 
 async def checked_path(ctx: ToolContext, path: str, write: bool = False) -> tuple[str, str]:

@@ -14,6 +14,7 @@ from runtime.errors import CallTimeout, FileMissing, LimitExceeded
 from runtime.tools.base import Tool, ToolContext
 from runtime.tools.files import NO_NETWORK, checked_path
 from runtime.tools.shell import command_env, shell_output
+from runtime.tools.validation import no_nul
 
 MAX_XML_BYTES = 16 << 20
 MAX_FAILURES = 100
@@ -33,21 +34,7 @@ class RunTestsArgs(BaseModel):
         description='Extra pytest arguments, e.g. ["-k", "parser", "-x"].',
     )
 
-    @field_validator("path")
-    @classmethod
-    def _no_nul(cls, value: str | None) -> str | None:
-        if value is not None and "\x00" in value:
-            msg = "must not contain NUL characters"
-            raise ValueError(msg)
-        return value
-
-    @field_validator("args")
-    @classmethod
-    def _no_nul_args(cls, value: list[str] | None) -> list[str] | None:
-        if value is not None and any("\x00" in a for a in value):
-            msg = "arguments must not contain NUL characters"
-            raise ValueError(msg)
-        return value
+    _text = field_validator("path", "args")(no_nul)
 
 
 def _test_id(case: ET.Element) -> str:

@@ -11,6 +11,7 @@ from runtime.tools.base import Tool, ToolContext
 from runtime.tools.files import checked_path
 from runtime.tools.output import render_stream
 from runtime.tools.shell_state import HOME, ShellState
+from runtime.tools.validation import no_nul
 
 # What every command sees before the session's and the call's own env: no
 # pagers, no prompts, no terminal tricks (stdin is closed, there is no TTY).
@@ -120,13 +121,7 @@ class ShellArgs(BaseModel):
         False, description="Keep variables this command exports for the following calls."
     )
 
-    @field_validator("command", "stdin")
-    @classmethod
-    def _no_nul(cls, value: str | None) -> str | None:
-        if value is not None and "\x00" in value:
-            msg = "must not contain NUL characters"
-            raise ValueError(msg)
-        return value
+    _text = field_validator("command", "stdin")(no_nul)
 
     @field_validator("cwd")
     @classmethod

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 from runtime.errors import InvalidArguments
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
+T = TypeVar("T")
 
 MAX_ARGUMENT_BYTES = 16 << 20
 MAX_DEPTH = 32
@@ -41,6 +42,16 @@ def nesting_depth(text: str) -> int:
         elif ch in "]}":
             depth -= 1
     return deepest
+
+
+def no_nul(value: T) -> T:
+    """Field validator for text that reaches the kernel (paths, argv, env):
+    a NUL would silently cut it there, so it is refused here."""
+    texts = value if isinstance(value, list) else [value]
+    if any(isinstance(text, str) and "\x00" in text for text in texts):
+        msg = "must not contain NUL characters"
+        raise ValueError(msg)
+    return value
 
 
 def pointer(loc: tuple[int | str, ...]) -> str:
