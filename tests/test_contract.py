@@ -82,27 +82,23 @@ def test_design_field_names_are_in_the_proto():
     assert {"stdout", "stderr", "result"} <= fields["ExecuteEvent"]
 
 
+def declared_below(base: type) -> set[type]:
+    """Every class in runtime.errors derived from `base` (not base itself)."""
+    return {
+        obj
+        for obj in vars(errors).values()
+        if inspect.isclass(obj) and issubclass(obj, base) and obj is not base
+    }
+
+
 def test_every_tool_failure_has_a_design_code_and_every_code_a_class():
     codes = {cls.code for cls in errors.TOOL_FAILURES}
     assert codes == DESIGN_TOOL_CODES
-    declared = {
-        obj
-        for obj in vars(errors).values()
-        if inspect.isclass(obj)
-        and issubclass(obj, errors.ToolFailure)
-        and obj is not errors.ToolFailure
-    }
-    assert declared == set(errors.TOOL_FAILURES)
+    assert declared_below(errors.ToolFailure) == set(errors.TOOL_FAILURES)
 
 
 def test_every_request_error_maps_to_a_grpc_status():
-    declared = {
-        obj
-        for obj in vars(errors).values()
-        if inspect.isclass(obj)
-        and issubclass(obj, errors.RequestError)
-        and obj is not errors.RequestError
-    }
+    declared = declared_below(errors.RequestError)
     assert declared == set(errors.REQUEST_ERRORS)
     statuses = {cls.status for cls in declared}
     assert statuses == {

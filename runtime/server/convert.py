@@ -8,6 +8,7 @@ from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
 from runtime.config import Limits
 from runtime.errors import BadRequest
 from runtime.models import ToolCall, ToolResult
+from runtime.policy.allowlist import PathPolicy
 from runtime.sessions.manager import SessionRequest
 from runtime.sessions.session import Allowlist, Session
 from runtime.sessions.workspace import MAX_UPLOAD_BYTES
@@ -36,7 +37,7 @@ def allowlist_from_pb(msg: pb.Allowlist) -> Allowlist | None:
     return Allowlist(list(msg.read_roots), list(msg.write_roots), list(msg.deny_globs))
 
 
-def allowlist_to_pb(allowlist: Allowlist) -> pb.Allowlist:
+def allowlist_to_pb(allowlist: PathPolicy) -> pb.Allowlist:
     return pb.Allowlist(
         read_roots=allowlist.read_roots,
         write_roots=allowlist.write_roots,

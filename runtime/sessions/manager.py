@@ -28,7 +28,7 @@ from runtime.errors import (
     UnknownTool,
 )
 from runtime.models import ToolCall, ToolResult
-from runtime.policy.allowlist import PathPolicy, session_policy
+from runtime.policy.allowlist import session_policy
 from runtime.sandbox.backend import SandboxBackend, SandboxSpec
 from runtime.sessions.admission import check_memory
 from runtime.sessions.journal import Journal
@@ -173,7 +173,7 @@ class SessionManager:
             tenant=tenant,
             image=spec.image,
             limits=limits,
-            allowlist=Allowlist(*(list(roots) for roots in paths.astuple())),
+            allowlist=paths,
             env=dict(request.env),
             labels={k: v for k, v in request.labels.items() if not k.startswith("toolrt.")},
             sandbox=sandbox,
@@ -352,7 +352,7 @@ class SessionManager:
             on_output=on_output,
             shell=self._config.shell,
             state=session.tool_state,
-            allowlist=PathPolicy.of(session.allowlist),
+            allowlist=session.allowlist,
         )
         if tool.read_only:
             return await tool.run(ctx, args)

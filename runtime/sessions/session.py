@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runtime.config import Limits
+from runtime.policy.allowlist import PathPolicy
 from runtime.sandbox.backend import Sandbox
 from runtime.sessions.journal import Journal
 
@@ -29,7 +30,9 @@ class Session:
     tenant: str
     image: str
     limits: Limits
-    allowlist: Allowlist
+    # The normalized, clamped policy (what CreateSession returns and every
+    # file tool and cwd check uses).
+    allowlist: PathPolicy
     env: dict[str, str]
     labels: dict[str, str]
     sandbox: Sandbox

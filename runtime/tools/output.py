@@ -52,6 +52,12 @@ def _middle_cut(text: str, keep: int) -> str:
 
 def fit_output(output: dict[str, Any], cap: int) -> dict[str, Any]:
     """Shrink the longest text fields until the encoded output fits `cap` bytes."""
+    # A character encodes to at most 6 bytes (a \u escape): most results are
+    # far under the cap, and are not encoded here just to be measured.
+    if all(isinstance(v, str | int | float | bool) or v is None for v in output.values()):
+        bound = sum(6 * len(v) for v in output.values() if isinstance(v, str))
+        if bound + 64 * len(output) <= cap:
+            return output
     encoded = len(json.dumps(output, ensure_ascii=False).encode())
     if encoded <= cap:
         return output
