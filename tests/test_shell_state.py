@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from runtime.agent.background import Ring, parse_state, partial_utf8_tail, wrap_command
+from runtime.agent.protocol import ShellReport
 from runtime.policy.allowlist import PathPolicy
 from runtime.tools.shell_state import ShellState
 
@@ -43,7 +44,7 @@ def test_wrapper_leaves_output_alone_and_reports_the_final_directory(tmp_path):
         tmp_path, "set -o noclobber; umask 077; cd 'sub dir'; echo out; echo err >&2; exit 3"
     )
     assert (code, out, err) == (3, "out\n", "err\n")
-    assert state == {"cwd": str((tmp_path / "sub dir").resolve())}
+    assert state == ShellReport(cwd=str((tmp_path / "sub dir").resolve()))
 
 
 def test_wrapper_keeps_line_numbers_of_errors(tmp_path):
@@ -54,9 +55,10 @@ def test_wrapper_keeps_line_numbers_of_errors(tmp_path):
 
 def test_wrapper_reports_exports_and_pipefail(tmp_path):
     _, _, _, state = run_wrapped(tmp_path, "export NEW='a b'; unset KEEP", env=True)
-    assert state["env"]["NEW"] == "a b"
-    assert "KEEP" not in state["env"]
-    assert "PWD" not in state["env"] and "SHLVL" not in state["env"]
+    assert state.env is not None
+    assert state.env["NEW"] == "a b"
+    assert "KEEP" not in state.env
+    assert "PWD" not in state.env and "SHLVL" not in state.env
     assert run_wrapped(tmp_path, "false | true")[0] == 0
     assert run_wrapped(tmp_path, "false | true", pipefail=True)[0] == 1
 
@@ -67,8 +69,8 @@ def test_without_a_fifo_only_the_options_are_added(tmp_path):
 
 
 def test_parse_state_of_nothing_is_empty():
-    assert parse_state(b"") == {}
-    assert parse_state(b"\x00") == {}  # pwd failed: the directory was removed
+    assert parse_state(b"") == ShellReport()
+    assert parse_state(b"\x00") == ShellReport()  # pwd failed: the directory was removed
 
 
 def test_ring_keeps_the_newest_bytes_and_counts_what_fell_off():
@@ -103,12 +105,12 @@ def test_directory_is_kept_only_inside_the_read_roots():
     policy = PathPolicy(read_roots=("/workspace", "/tmp"))
     for kept in ("/workspace", "/workspace/a/b", "/tmp/x"):
         state = ShellState()
-        assert state.record({"cwd": kept}, {}, False, policy) is None
+        assert state.record(ShellReport(cwd=kept), {}, False, policy) is None
         assert state.cwd == kept
     for refused in ("/etc", "/workspace2", "/", "/workspace/../etc", "workspace"):
         state = ShellState()
         assert "outside the allowed directories" in (
-            state.record({"cwd": refused}, {}, False, policy) or ""
+            state.record(ShellReport(cwd=refused), {}, False, policy) or ""
         )
         assert state.cwd == "/workspace"
 
@@ -117,7 +119,7 @@ def test_state_records_directory_and_environment_changes():
     state = ShellState()
     sent = {"PATH": "/bin", "KEEP": "1", "CALL_ONLY": "x"}
     note = state.record(
-        {"cwd": "/workspace/src", "env": {"PATH": "/bin", "CALL_ONLY": "x", "NEW": "2"}},
+        ShellReport(cwd="/workspace/src", env={"PATH": "/bin", "CALL_ONLY": "x", "NEW": "2"}),
         sent,
         persist_env=True,
     )
@@ -126,7 +128,7 @@ def test_state_records_directory_and_environment_changes():
     assert state.env_set == {"NEW": "2"}
     assert state.env_unset == {"KEEP"}
     assert state.environment({"PATH": "/bin", "KEEP": "1"}) == {"PATH": "/bin", "NEW": "2"}
-    note = state.record({"cwd": "/etc", "env": {}}, sent, persist_env=False)
+    note = state.record(ShellReport(cwd="/etc", env={}), sent, persist_env=False)
     assert note is not None and "/etc" in note
     assert state.cwd == "/workspace/src"
     assert state.env_set == {"NEW": "2"}

@@ -77,12 +77,12 @@ def test_unknown_tool_lists_the_available_ones():
 
 
 def test_render_stream_marks_what_was_dropped():
-    text, replaced = render_stream(b"head\n", b"tail\n", {"total": 1000, "dropped_lines": 7})
+    text, replaced = render_stream(b"head\n", b"tail\n", 1000, 7)
     assert text.startswith("head\n")
     assert text.endswith("tail\n")
     assert "990 bytes (7 lines) dropped" in text
     assert replaced is False
-    text, replaced = render_stream(b"\xff", b"", {"total": 1})
+    text, replaced = render_stream(b"\xff", b"", 1)
     assert text == "\ufffd" and replaced is True
 
 

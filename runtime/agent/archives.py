@@ -21,17 +21,16 @@ import tarfile
 import uuid
 from typing import Any, Callable
 
-from files import (
+from . import protocol
+from .files import (
     CHUNK,
-    INVALID_ARGUMENTS,
-    LIMIT_EXCEEDED,
-    NOT_FOUND,
     FileOpError,
     _components,
     _kind,
     open_dir,
     open_parent,
 )
+from .protocol import INVALID_ARGUMENTS, LIMIT_EXCEEDED, NOT_FOUND
 
 
 def _check_member(member: tarfile.TarInfo, names: set[str]) -> str:
@@ -216,9 +215,9 @@ def _unpack(
         os.close(parent)
 
 
-def op_extract(header: dict[str, Any], body: bytes) -> tuple[dict[str, Any], bytes]:
+def extract(request: protocol.Extract, body: bytes) -> protocol.Transferred:
     """Unpack a tar archive below `dest`: every member checked, all or nothing."""
-    dest = header["dest"].rstrip("/") or "/"
+    dest = request.dest.rstrip("/") or "/"
     try:
         tar = tarfile.open(fileobj=io.BytesIO(body), mode="r:*")
         infos = tar.getmembers()
@@ -247,7 +246,7 @@ def op_extract(header: dict[str, Any], body: bytes) -> tuple[dict[str, Any], byt
                 os.close(parent)
         raise
     files = sum(1 for _, m in members if not m.isdir())
-    return {"files": files, "bytes": total}, b""
+    return protocol.Transferred(files=files, bytes=total)
 
 
 class _ChunkWriter(io.RawIOBase):
@@ -279,12 +278,12 @@ class _ChunkWriter(io.RawIOBase):
             self.buf.clear()
 
 
-def archive(header: dict[str, Any], emit: Callable[[bytes], None]) -> dict[str, Any]:
+def archive(request: protocol.Archive, emit: Callable[[bytes], None]) -> protocol.Transferred:
     """Tar the given paths (resolved; symlinks stored, not followed), streamed."""
-    writer = _ChunkWriter(emit, int(header.get("max_bytes", 1 << 34)))
+    writer = _ChunkWriter(emit, request.max_bytes)
     count = 0
     with tarfile.open(fileobj=writer, mode="w|", format=tarfile.PAX_FORMAT) as tar:
-        for path in header["paths"]:
+        for path in request.paths:
             real = os.path.realpath(path)
             if not os.path.lexists(real):
                 raise FileOpError(NOT_FOUND, f"{path}: no such file or directory")
@@ -299,4 +298,4 @@ def archive(header: dict[str, Any], emit: Callable[[bytes], None]) -> dict[str, 
 
             tar.add(real, arcname=arcname, recursive=True, filter=count_member)
     writer.flush_all()
-    return {"files": count, "bytes": writer.total}
+    return protocol.Transferred(files=count, bytes=writer.total)

@@ -18,7 +18,14 @@ from __future__ import annotations
 import os
 import selectors
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
+
+from . import protocol
+from .ops import operation
+
+if TYPE_CHECKING:
+    from .calls import Call
+    from .loop import Agent
 
 # Finished processes kept for process_list / process_output, oldest dropped first.
 KEEP_FINISHED = 16
@@ -74,14 +81,14 @@ def partial_utf8_tail(data: bytes) -> int:
 class Proc:
     """A call the agent kept running after answering it."""
 
-    def __init__(self, process_id: str, call: Any, ring_cap: int) -> None:
+    def __init__(self, process_id: str, call: Call, ring_cap: int) -> None:
         self.process_id = process_id
         self.call = call
         self.ring = Ring(ring_cap)
-        self.command = str(call.spec.get("user_command", ""))
+        self.command = call.request.command
         self.started = call.started
-        self.ended: float | None = None
-        self.kill_waiters: list[int] = []
+        self.ended: Optional[float] = None
+        self.kill_waiters: List[int] = []
 
     @property
     def alive(self) -> bool:
@@ -95,25 +102,25 @@ class Proc:
             return "killed"
         return "running" if self.alive else "exited"
 
-    def describe(self, exit_code: int | None) -> dict[str, Any]:
+    def describe(self, exit_code: Optional[int]) -> protocol.ProcessInfo:
         end = self.ended if self.ended is not None else time.monotonic()
         shown = self.command
         if len(shown) > COMMAND_SHOWN:
             shown = shown[: COMMAND_SHOWN - 3] + "..."
-        return {
-            "process_id": self.process_id,
-            "pid": self.call.main_pid,
-            "command": shown,
-            "state": self.state(),
-            "exit_code": exit_code,
-            "runtime_s": round(end - self.started, 3),
-            "unread_bytes": self.ring.unread,
-        }
+        return protocol.ProcessInfo(
+            process_id=self.process_id,
+            pid=self.call.main_pid,
+            command=shown,
+            state=self.state(),
+            exit_code=exit_code,
+            runtime_s=round(end - self.started, 3),
+            unread_bytes=self.ring.unread,
+        )
 
 
 class Registry:
     def __init__(self) -> None:
-        self.procs: dict[str, Proc] = {}
+        self.procs: Dict[str, Proc] = {}
         self.counter = 0
 
     def live(self) -> int:
@@ -122,7 +129,7 @@ class Registry:
     def has_room(self, cap: int) -> bool:
         return self.live() < cap
 
-    def adopt(self, call: Any, ring_cap: int) -> Proc:
+    def adopt(self, call: Call, ring_cap: int) -> Proc:
         self.counter += 1
         proc = Proc(f"p{self.counter}", call, ring_cap)
         self.procs[proc.process_id] = proc
@@ -131,10 +138,10 @@ class Registry:
             del self.procs[old.process_id]
         return proc
 
-    def get(self, process_id: str) -> Proc | None:
-        return self.procs.get(str(process_id))
+    def get(self, process_id: str) -> Optional[Proc]:
+        return self.procs.get(process_id)
 
-    def killing(self) -> list[Proc]:
+    def killing(self) -> List[Proc]:
         return [p for p in self.procs.values() if p.alive and p.call.reason]
 
 
@@ -159,7 +166,7 @@ def make_state_dir() -> str:
     return ""
 
 
-def open_state_fifo(state_dir: str, rid: int) -> tuple[str, int]:
+def open_state_fifo(state_dir: str, rid: int) -> Tuple[str, int]:
     """A FIFO the command's EXIT trap writes to; opened read-write so it
     never reports end-of-file while the command has not written yet."""
     path = f"{state_dir}/s{rid}-{os.urandom(4).hex()}"
@@ -193,14 +200,14 @@ def _quote(text: str) -> str:
     return "'" + text.replace("'", "'\\''") + "'"
 
 
-def parse_state(data: bytes) -> dict[str, Any]:
-    """The FIFO's bytes → {"cwd", "env"?} (env only when it was reported)."""
+def parse_state(data: bytes) -> protocol.ShellReport:
+    """The FIFO's bytes → the directory, and the env when it was reported."""
     cwd, sep, rest = data.partition(b"\n\x00")
     if not sep:
-        return {}
-    state: dict[str, Any] = {"cwd": cwd.decode("utf-8", "replace")}
+        return protocol.ShellReport()
+    state = protocol.ShellReport(cwd=cwd.decode("utf-8", "replace"))
     if rest:
-        env: dict[str, str] = {}
+        env: Dict[str, str] = {}
         for item in rest.split(b"\x00"):
             name, eq, value = item.partition(b"=")
             if not eq or not name:
@@ -211,7 +218,7 @@ def parse_state(data: bytes) -> dict[str, Any]:
                 continue
             if key not in SHELL_OWN_VARS:
                 env[key] = text
-        state["env"] = env
+        state.env = env
     return state
 
 
@@ -226,13 +233,22 @@ class BackgroundOps:
     background: Registry
     state_dir: str
     sel: selectors.BaseSelector
+    calls: Dict[int, Call]
 
-    def wrap(self, call: Any) -> None:
+    if TYPE_CHECKING:
+
+        def send(self, message: protocol.Message, rid: int, body: bytes = b"") -> None: ...
+        def fail(self, rid: int, code: str, message: str) -> None: ...
+        def exit_code(self, call: Call) -> Optional[int]: ...
+        def send_captured(self, call: Call, result: protocol.ExecResult) -> None: ...
+        def drain(self, call: Call) -> None: ...
+        def kill(self, call: Call, reason: str) -> None: ...
+
+    def wrap(self, call: Call) -> None:
         """Prefix the command with its options and the state-reporting trap."""
-        spec = call.spec
-        spec["user_command"] = spec["command"]
+        request = call.request
         fifo = ""
-        if self.state_dir and spec.get("report_state"):
+        if self.state_dir and request.report_state:
             try:
                 fifo, fd = open_state_fifo(self.state_dir, call.rid)
             except OSError:
@@ -240,11 +256,9 @@ class BackgroundOps:
             else:
                 call.state_path, call.state_fd = fifo, fd
                 self.sel.register(fd, selectors.EVENT_READ, ("state", call))
-        spec["command"] = wrap_command(
-            spec["command"], fifo, bool(spec.get("pipefail")), bool(spec.get("report_env"))
-        )
+        call.command = wrap_command(request.command, fifo, request.pipefail, request.report_env)
 
-    def read_state(self, call: Any) -> None:
+    def read_state(self, call: Call) -> None:
         while call.state_fd >= 0:
             try:
                 data = os.read(call.state_fd, STATE_READ)
@@ -257,7 +271,7 @@ class BackgroundOps:
             if len(call.state_buf) < STATE_CAP:
                 call.state_buf += data
 
-    def settle_state(self, call: Any) -> None:
+    def settle_state(self, call: Call) -> None:
         """Collect what the EXIT trap wrote (the main process is gone) and close the FIFO."""
         if call.state_fd < 0:
             return
@@ -274,21 +288,24 @@ class BackgroundOps:
         if call.status is not None:
             state = parse_state(bytes(call.state_buf))
             if len(call.state_buf) >= STATE_CAP:
-                state.pop("env", None)  # cut short: only the directory is whole
+                state.env = None  # cut short: only the directory is whole
             call.shell_state = state
         call.state_buf = bytearray()
 
-    def detach(self, call: Any, idle: bool) -> None:
+    def detach(self, call: Call, idle: bool) -> None:
         """Answer the call now and keep its processes running as a handle."""
         call.done = True
         self.calls.pop(call.rid, None)
-        proc = self.background.adopt(call, int(call.spec.get("ring_cap", 256 * 1024)))
+        proc = self.background.adopt(call, call.request.ring_cap)
         call.proc = proc
-        header: dict[str, Any] = {"id": call.rid, "op": "exit", "done": True, "killed": ""}
-        header["exit_code"] = self.exit_code(call)
-        header["idle"] = idle
-        header["background"] = proc.describe(header["exit_code"])
-        self.send_captured(call, header)
+        exit_code = self.exit_code(call)
+        result = protocol.ExecResult(
+            call_id=call.request.call_id,
+            exit_code=exit_code,
+            idle=idle,
+            background=proc.describe(exit_code),
+        )
+        self.send_captured(call, result)
         self.proc_update(proc)
 
     def proc_update(self, proc: Proc) -> None:
@@ -301,48 +318,63 @@ class BackgroundOps:
             for rid in waiters:
                 self.send_proc(rid, proc)
 
-    def send_proc(self, rid: int, proc: Proc, body: bytes = b"", **extra: Any) -> None:
+    def send_proc(
+        self,
+        rid: int,
+        proc: Proc,
+        body: bytes = b"",
+        dropped_bytes: int = 0,
+        was_running: bool = True,
+    ) -> None:
         info = proc.describe(self.exit_code(proc.call))
-        self.send({"id": rid, "op": "process", "done": True, **info, **extra}, body)
+        reply = protocol.ProcessReply(
+            process=info, dropped_bytes=dropped_bytes, was_running=was_running
+        )
+        self.send(reply, rid, body)
 
-    def find_proc(self, rid: int, header: dict[str, Any]) -> Proc | None:
-        proc = self.background.get(header.get("process_id", ""))
+    def find_proc(self, rid: int, process_id: str) -> Optional[Proc]:
+        proc = self.background.get(process_id)
         if proc is None:
             known = ", ".join(self.background.procs) or "none"
-            self.reply_error(
+            self.fail(
                 rid,
-                "NOT_FOUND",
-                f"no background process {str(header.get('process_id'))[:40]!r} "
-                f"(known handles: {known})",
+                protocol.NOT_FOUND,
+                f"no background process {process_id[:40]!r} (known handles: {known})",
             )
         return proc
 
-    def op_process_list(self, rid: int, header: dict[str, Any], body: bytes) -> None:
-        listed = [p.describe(self.exit_code(p.call)) for p in self.background.procs.values()]
-        self.send({"id": rid, "op": "processes", "done": True, "processes": listed})
-
-    def op_process_output(self, rid: int, header: dict[str, Any], body: bytes) -> None:
-        proc = self.find_proc(rid, header)
-        if proc is not None:
-            data, dropped = proc.ring.read(whole_chars=proc.alive)
-            self.send_proc(rid, proc, data, dropped_bytes=dropped)
-
-    def op_process_kill(self, rid: int, header: dict[str, Any], body: bytes) -> None:
-        proc = self.find_proc(rid, header)
-        if proc is None:
-            return
-        if not proc.alive:
-            self.send_proc(rid, proc, was_running=False)
-            return
-        proc.kill_waiters.append(rid)
-        self.kill(proc.call, "killed")
-
-    def on_silence(self, call: Any) -> None:
-        cap = int(call.spec.get("max_background", 8))
+    def on_silence(self, call: Call) -> None:
+        cap = call.request.max_background
         if call.on_idle == "background" and self.background.has_room(cap):
             self.drain(call)
             if not call.done:
                 self.detach(call, idle=True)
             return
-        call.spec["idle_cap_hit"] = call.on_idle == "background"
+        call.idle_cap_hit = call.on_idle == "background"
         self.kill(call, "idle")
+
+
+@operation(protocol.ProcessList)
+def op_process_list(agent: Agent, rid: int, request: protocol.ProcessList, body: bytes) -> None:
+    listed = [p.describe(agent.exit_code(p.call)) for p in agent.background.procs.values()]
+    agent.send(protocol.ProcessListReply(processes=listed), rid)
+
+
+@operation(protocol.ProcessOutput)
+def op_process_output(agent: Agent, rid: int, request: protocol.ProcessOutput, body: bytes) -> None:
+    proc = agent.find_proc(rid, request.process_id)
+    if proc is not None:
+        data, dropped = proc.ring.read(whole_chars=proc.alive)
+        agent.send_proc(rid, proc, data, dropped_bytes=dropped)
+
+
+@operation(protocol.ProcessKill)
+def op_process_kill(agent: Agent, rid: int, request: protocol.ProcessKill, body: bytes) -> None:
+    proc = agent.find_proc(rid, request.process_id)
+    if proc is None:
+        return
+    if not proc.alive:
+        agent.send_proc(rid, proc, was_running=False)
+        return
+    proc.kill_waiters.append(rid)
+    agent.kill(proc.call, "killed")

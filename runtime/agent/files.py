@@ -19,18 +19,19 @@ import os
 import posixpath
 import stat
 import sys
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator, List, Tuple, Type
+
+from . import protocol
+from .ops import operation
+from .protocol import INTERNAL, INVALID_ARGUMENTS, LIMIT_EXCEEDED, NOT_FOUND, PATH_DENIED
+
+if TYPE_CHECKING:
+    from .loop import Agent
 
 SANDBOX_UID = int(os.environ.get("TOOLRT_SANDBOX_UID", "1000"))
 SANDBOX_GID = int(os.environ.get("TOOLRT_SANDBOX_GID", "1000"))
 DIR_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 CHUNK = 1 << 20
-# The agent's error codes (runtime/tools/base.py maps them to tool failures).
-NOT_FOUND = "NOT_FOUND"
-PATH_DENIED = "PATH_DENIED"
-INVALID_ARGUMENTS = "INVALID_ARGUMENTS"
-LIMIT_EXCEEDED = "LIMIT_EXCEEDED"
-INTERNAL = "INTERNAL"
 _libc: Any = None  # loaded at the first file op (ctypes costs every start-up)
 
 
@@ -163,18 +164,18 @@ def open_file(path: str, flags: int = os.O_RDONLY) -> int:
 
 
 # -- ops --------------------------------------------------------------------
-def op_resolve(header: dict[str, Any], body: bytes) -> tuple[dict[str, Any], bytes]:
+def resolve(request: protocol.Resolve, body: bytes) -> Tuple[protocol.Resolved, bytes]:
     """Resolve each path as the kernel would (symlinks, `..`, /proc tricks)."""
     resolved = []
-    for path in header["paths"]:
+    for path in request.paths:
         real = os.path.realpath(path)
         try:
             st = os.lstat(real)
             kind = _kind(st.st_mode)
         except OSError:
             kind = ""
-        resolved.append({"path": real, "type": kind})
-    return {"resolved": resolved}, b""
+        resolved.append(protocol.ResolvedPath(path=real, type=kind))
+    return protocol.Resolved(resolved=resolved), b""
 
 
 def _kind(mode: int) -> str:
@@ -187,13 +188,13 @@ def _kind(mode: int) -> str:
     return "other"
 
 
-def op_read(header: dict[str, Any], body: bytes) -> tuple[dict[str, Any], bytes]:
+def read(request: protocol.Read, body: bytes) -> Tuple[protocol.ReadReply, bytes]:
     """Lines [offset, offset+limit) of a file, at most max_bytes of them.
 
     With `raw`, the whole file (LIMIT_EXCEEDED past max_bytes).
     """
-    path = header["path"]
-    max_bytes = int(header["max_bytes"])
+    path = request.path
+    max_bytes = request.max_bytes
     # Non-blocking so that a FIFO cannot stall the agent's single thread;
     # anything but a regular file is refused below before it is read.
     fd = open_file(path, os.O_RDONLY | os.O_NONBLOCK)
@@ -203,19 +204,18 @@ def op_read(header: dict[str, Any], body: bytes) -> tuple[dict[str, Any], bytes]
             raise FileOpError(INVALID_ARGUMENTS, f"{path}: is a directory; use list_files")
         if not stat.S_ISREG(st.st_mode):
             raise FileOpError(INVALID_ARGUMENTS, f"{path}: not a regular file")
-        if header.get("raw"):
+        if request.raw:
             data = f.read(max_bytes + 1)
             if len(data) > max_bytes:
                 raise FileOpError(LIMIT_EXCEEDED, f"{path}: larger than the {max_bytes}-byte limit")
-            return {"size": st.st_size}, data
+            return protocol.ReadReply(size=st.st_size), data
         binary = b"\x00" in f.read(8192)
         if binary:
-            return {"binary": True, "total_lines": 0, "truncated": False}, b""
+            return protocol.ReadReply(size=st.st_size, binary=True), b""
         f.seek(0)
-        first = int(header.get("offset", 1))
-        limit = int(header.get("limit", 2000))
-        total, truncated, kept = _line_window(f, first, limit, max_bytes)
-    return {"binary": False, "total_lines": total, "truncated": truncated}, bytes(kept)
+        total, truncated, kept = _line_window(f, request.offset, request.limit, max_bytes)
+    reply = protocol.ReadReply(size=st.st_size, total_lines=total, truncated=truncated)
+    return reply, bytes(kept)
 
 
 def _line_window(f: Any, first: int, limit: int, max_bytes: int) -> tuple[int, bool, bytes]:
@@ -290,35 +290,35 @@ def _write_atomic(parent: int, name: str, data: bytes, path: str) -> None:
         raise
 
 
-def op_write(header: dict[str, Any], body: bytes) -> tuple[dict[str, Any], bytes]:
+def write(request: protocol.Write, body: bytes) -> Tuple[protocol.WriteReply, bytes]:
     """Replace a file atomically (temp file + rename), creating parent dirs."""
-    path = header["path"]
+    path = request.path
     parent, name = open_parent(path, create=True)
     try:
         _write_atomic(parent, name, body, path)
     finally:
         os.close(parent)
-    return {"bytes_written": len(body)}, b""
+    return protocol.WriteReply(bytes_written=len(body)), b""
 
 
-def op_unlink(header: dict[str, Any], body: bytes) -> tuple[dict[str, Any], bytes]:
-    parent, name = open_parent(header["path"])
+def unlink(request: protocol.Unlink, body: bytes) -> Tuple[protocol.Done, bytes]:
+    parent, name = open_parent(request.path)
     try:
         os.unlink(name, dir_fd=parent)
     except FileNotFoundError:
         pass
     finally:
         os.close(parent)
-    return {}, b""
+    return protocol.Done(), b""
 
 
-def op_list(header: dict[str, Any], body: bytes) -> tuple[dict[str, Any], bytes]:
+def list_dir(request: protocol.ListDir, body: bytes) -> Tuple[protocol.Listing, bytes]:
     """Entries below a directory, symlinks listed but never followed."""
-    top = header["path"].rstrip("/") or "/"
-    cap = int(header.get("max_entries", 1000))
-    recursive = bool(header.get("recursive"))
+    top = request.path.rstrip("/") or "/"
+    cap = request.max_entries
+    recursive = request.recursive
     dfd = open_dir(top)
-    entries: list[dict[str, Any]] = []
+    entries: List[protocol.DirEntry] = []
     truncated = False
     try:
         rfd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=dfd)
@@ -340,80 +340,79 @@ def op_list(header: dict[str, Any], body: bytes) -> tuple[dict[str, Any], bytes]
                     continue
                 kind = _kind(st.st_mode)
                 entries.append(
-                    {
-                        "path": posixpath.join(base, name),
-                        "type": kind,
-                        "size": st.st_size if kind == "file" else 0,
-                    }
+                    protocol.DirEntry(
+                        path=posixpath.join(base, name),
+                        type=kind,
+                        size=st.st_size if kind == "file" else 0,
+                    )
                 )
             if truncated or not recursive:
                 break
     finally:
         os.close(rfd)
-    return {"entries": entries, "truncated": truncated}, b""
+    return protocol.Listing(entries=entries, truncated=truncated), b""
 
 
-OPS: dict[str, Callable[[dict[str, Any], bytes], tuple[dict[str, Any], bytes]]] = {
-    "resolve": op_resolve,
-    "read": op_read,
-    "write": op_write,
-    "unlink": op_unlink,
-    "list": op_list,
-}
+# -- registration -------------------------------------------------------------
+FileOp = Callable[[Any, bytes], Tuple[protocol.Message, bytes]]
 
 
-def handlers(agent: Any) -> dict[str, Callable[[int, dict[str, Any], bytes], None]]:
-    """Agent handlers for the file ops: run as the sandbox user, answer once."""
+def _register(request_type: Type[protocol.Message], fn: FileOp) -> None:
+    def handle(agent: Agent, rid: int, request: protocol.Message, body: bytes) -> None:
+        answer(agent, rid, lambda: fn(request, body))
 
-    def wrap(
-        fn: Callable[[dict[str, Any], bytes], tuple[dict[str, Any], bytes]],
-    ) -> Callable[[int, dict[str, Any], bytes], None]:
-        def handle(rid: int, header: dict[str, Any], body: bytes) -> None:
-            run(agent, rid, lambda: fn(header, body))
+    operation(request_type)(handle)
 
-        return handle
 
-    def handle_archive(rid: int, header: dict[str, Any], body: bytes) -> None:
-        def emit(chunk: bytes) -> None:
-            agent.send({"id": rid, "op": "data"}, chunk)
+for _request_type, _fn in (
+    (protocol.Resolve, resolve),
+    (protocol.Read, read),
+    (protocol.Write, write),
+    (protocol.Unlink, unlink),
+    (protocol.ListDir, list_dir),
+):
+    _register(_request_type, _fn)
 
-        run(agent, rid, lambda: (_archives().archive(header, emit), b""))
 
-    def extract(header: dict[str, Any], body: bytes) -> tuple[dict[str, Any], bytes]:
-        return _archives().op_extract(header, body)  # type: ignore[no-any-return]
+@operation(protocol.Extract)
+def op_extract(agent: Agent, rid: int, request: protocol.Extract, body: bytes) -> None:
+    answer(agent, rid, lambda: (_archives().extract(request, body), b""))
 
-    table = {name: wrap(fn) for name, fn in OPS.items()}
-    table["extract"] = wrap(extract)
-    table["archive"] = handle_archive
-    return table
+
+@operation(protocol.Archive)
+def op_archive(agent: Agent, rid: int, request: protocol.Archive, body: bytes) -> None:
+    def emit(chunk: bytes) -> None:
+        agent.send(protocol.ArchiveChunk(), rid, chunk)
+
+    answer(agent, rid, lambda: (_archives().archive(request, emit), b""))
 
 
 def _archives() -> Any:
-    # Imported on first use: it imports this module, and tarfile with it.
-    import archives
+    # Imported on first use: tarfile (and the compression modules it pulls
+    # in) costs the agent megabytes.
+    from . import archives
 
     return archives
 
 
-def _tar_errors() -> tuple[type[BaseException], ...]:
-    # tarfile (and the compression modules it pulls in) costs the agent
-    # megabytes: it is imported only once an archive op runs.
+def _tar_errors() -> Tuple[Type[BaseException], ...]:
     tarfile = sys.modules.get("tarfile")
     return (tarfile.TarError, EOFError) if tarfile is not None else (EOFError,)
 
 
-def run(agent: Any, rid: int, fn: Callable[[], tuple[dict[str, Any], bytes]]) -> None:
+def answer(agent: Agent, rid: int, fn: Callable[[], Tuple[protocol.Message, bytes]]) -> None:
+    """Run a file op as the sandbox user and answer it exactly once."""
     try:
         with as_sandbox_user():
             reply, data = fn()
     except FileOpError as exc:
-        agent.reply_error(rid, exc.code, exc.message)
+        agent.fail(rid, exc.code, exc.message)
         return
     except OSError as exc:
         failure = os_failure(exc, getattr(exc, "filename", None) or "path")
-        agent.reply_error(rid, failure.code, failure.message)
+        agent.fail(rid, failure.code, failure.message)
         return
     except _tar_errors() as exc:
-        agent.reply_error(rid, INVALID_ARGUMENTS, f"broken tar archive: {exc}")
+        agent.fail(rid, INVALID_ARGUMENTS, f"broken tar archive: {exc}")
         return
-    agent.send({**reply, "id": rid, "op": "ok", "done": True}, data)
+    agent.send(reply, rid, data)

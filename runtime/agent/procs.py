@@ -11,21 +11,35 @@ is left.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
 import time
+from typing import Any, Dict, Optional, Set
 
 PR_SET_CHILD_SUBREAPER = 36
+
+
+@dataclasses.dataclass(frozen=True)
+class Launch:
+    """What a subreaper starts: `bash -c command` as uid:gid in cwd with env."""
+
+    command: str
+    cwd: str
+    env: Dict[str, str]
+    uid: int
+    gid: int
+    grace_s: float
 
 
 class KillRequested(Exception):
     """Raised by the subreaper's SIGTERM handler to leave a blocking wait."""
 
 
-def descendants(root: int) -> set[int]:
+def descendants(root: int) -> Set[int]:
     """All live processes below `root`, read from /proc in one pass."""
-    children: dict[int, list[int]] = {}
+    children: Dict[int, list[int]] = {}
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
@@ -38,7 +52,7 @@ def descendants(root: int) -> set[int]:
         fields = stat[stat.rfind(b")") + 2 :].split()
         if len(fields) > 1:
             children.setdefault(int(fields[1]), []).append(int(name))
-    found: set[int] = set()
+    found: Set[int] = set()
     stack = [root]
     while stack:
         for child in children.get(stack.pop(), []):
@@ -105,15 +119,15 @@ HELPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "toolrt-spawn"
 NATIVE = os.environ.get("TOOLRT_NATIVE_SPAWN", "1") != "0" and os.access(HELPER, os.X_OK)
 
 
-def spawn_native(spec: dict, stdin_fd: int, out_w: int, err_w: int, status_w: int) -> int:
+def spawn_native(launch: Launch, stdin_fd: int, out_w: int, err_w: int, status_w: int) -> int:
     """Start the C subreaper with posix_spawn (no copy of the agent); its pid."""
-    grace_ms = str(int(float(spec.get("grace_s", 0.5)) * 1000))
-    argv = [HELPER, str(spec["uid"]), str(spec["gid"]), grace_ms, spec["cwd"]]
-    argv += ["/bin/bash", "-c", spec["command"]]
+    grace_ms = str(int(launch.grace_s * 1000))
+    argv = [HELPER, str(launch.uid), str(launch.gid), grace_ms, launch.cwd]
+    argv += ["/bin/bash", "-c", launch.command]
     return os.posix_spawn(
         HELPER,
         argv,
-        spec["env"],
+        launch.env,
         file_actions=[
             (os.POSIX_SPAWN_DUP2, stdin_fd, 0),
             (os.POSIX_SPAWN_DUP2, out_w, 1),
@@ -128,7 +142,7 @@ def spawn_native(spec: dict, stdin_fd: int, out_w: int, err_w: int, status_w: in
 
 
 def run_subreaper(
-    spec: dict,
+    launch: Launch,
     stdin_fd: int,
     out_w: int,
     err_w: int,
@@ -160,16 +174,16 @@ def run_subreaper(
             # user/group/extra_groups: setgroups([]), setgid, setuid done by
             # _posixsubprocess in C, without the cost of a preexec_fn.
             proc = subprocess.Popen(
-                ["/bin/bash", "-c", spec["command"]],
+                ["/bin/bash", "-c", launch.command],
                 stdin=stdin_fd,
                 stdout=out_w,
                 stderr=err_w,
-                cwd=spec["cwd"],
-                env=spec["env"],
+                cwd=launch.cwd,
+                env=launch.env,
                 close_fds=True,
                 start_new_session=True,
-                user=spec["uid"],
-                group=spec["gid"],
+                user=launch.uid,
+                group=launch.gid,
                 extra_groups=[],
             )
         except KillRequested:
@@ -193,10 +207,10 @@ def run_subreaper(
                     _report(status_w, {"status": status})
         except KillRequested:
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
-            kill_tree(float(spec.get("grace_s", 0.5)))
+            kill_tree(launch.grace_s)
     except KillRequested:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        kill_tree(float(spec.get("grace_s", 0.5)))
+        kill_tree(launch.grace_s)
     except BaseException as exc:  # noqa: BLE001 - the subreaper must always exit
         # Say why (a call must not end as an unexplained SIGKILL).
         _report(status_w, {"spawn_error": f"{type(exc).__name__}: {exc}", "errno": None})
@@ -204,7 +218,7 @@ def run_subreaper(
     os._exit(code)
 
 
-def _report(fd: int, message: dict) -> None:
+def _report(fd: int, message: Dict[str, Any]) -> None:
     try:
         os.write(fd, json.dumps(message).encode() + b"\n")
     except OSError:
@@ -217,7 +231,7 @@ def exit_code_of(status: int) -> int:
     return 128 - code if code < 0 else code
 
 
-def oom_kills() -> int | None:
+def oom_kills() -> Optional[int]:
     """The cgroup's OOM-kill counter (v1 or v2), or None when unreadable."""
     for path in ("/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events"):
         try:

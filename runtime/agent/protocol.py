@@ -1,49 +1,548 @@
-"""Frames spoken between the daemon and the in-sandbox agent.
+"""The agent protocol: frames and the typed messages they carry.
 
-Stdlib only: this module is imported by the agent inside the sandbox (any
-Python >= 3.9) and by the daemon. A frame is an 8-byte header (two big-endian
-u32: header length, body length), a JSON header, then raw body bytes, so file
-contents and output never pass through JSON escaping.
+Stdlib only: imported by the in-sandbox agent (any Python >= 3.9) and by the
+daemon, so both sides share one definition of every message and its
+defaults. Nothing else builds or reads these headers.
+
+A frame is MAGIC (4 bytes), two big-endian u32 (header length, body length),
+a JSON header, then the raw body, so file contents and output never pass
+through JSON escaping. The header holds `op` (the message type), `id` (the
+request id, chosen by the daemon and echoed by every frame answering it),
+`epoch` (the daemon's attach epoch, echoed by the agent) and the message's
+fields.
+
+Every attach starts with a `hello` from the daemon carrying a fresh epoch;
+the agent answers with its protocol version, the calls it is still running
+and the results it holds unacknowledged (keyed by call id). The magic lets
+a decoder that lost its place (half a frame from a daemon that died
+mid-write) find the next frame: `Decoder.resync()` drops what it buffered.
+A frame whose epoch is not the current one is stale and is dropped.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import struct
-from typing import Any
+import sys
+import typing
+from typing import Any, ClassVar, Dict, List, Optional, Tuple, Type, TypeVar
 
-PREFIX = struct.Struct(">II")
+MAGIC = b"TRT1"
+PREFIX = struct.Struct(">4sII")
 # A frame larger than this is a protocol violation, not a big file: the
 # daemon caps file sizes and output far below it.
 MAX_HEADER = 1 << 20
 MAX_BODY = 256 << 20
-VERSION = 1
+VERSION = 2
 
-
-def encode(header: dict[str, Any], body: bytes = b"") -> bytes:
-    raw = json.dumps(header, separators=(",", ":")).encode()
-    return PREFIX.pack(len(raw), len(body)) + raw + body
+# Error codes the agent answers with (`Failure.code`); the daemon maps them
+# to its tool failures in runtime/sandbox/agent_client.py.
+NOT_FOUND = "NOT_FOUND"
+PATH_DENIED = "PATH_DENIED"
+INVALID_ARGUMENTS = "INVALID_ARGUMENTS"
+LIMIT_EXCEEDED = "LIMIT_EXCEEDED"
+INTERNAL = "INTERNAL"
 
 
 class FrameError(ValueError):
-    """The peer sent bytes that are not a frame."""
+    """The peer sent bytes that are not a frame, or a message of the wrong shape."""
+
+
+# -- messages ----------------------------------------------------------------
+# Each message is a dataclass with its wire name in OP. Requests go from the
+# daemon to the agent; replies end a request; events stream before the reply.
+
+
+@dataclasses.dataclass
+class Message:
+    OP: ClassVar[str] = ""
+
+
+@dataclasses.dataclass
+class Failure(Message):
+    """Ends any request that failed: an agent error code and what went wrong."""
+
+    OP: ClassVar[str] = "error"
+    code: str = INTERNAL
+    message: str = ""
+
+
+@dataclasses.dataclass
+class Hello(Message):
+    """First request of every attach: the daemon's epoch and protocol version."""
+
+    OP: ClassVar[str] = "hello"
+    version: int = VERSION
+
+
+@dataclasses.dataclass
+class HelloReply(Message):
+    OP: ClassVar[str] = "hello_reply"
+    version: int = VERSION
+    python: str = ""
+    pid: int = 0
+    # Call ids still running, and call ids whose results wait for an ack.
+    running: List[str] = dataclasses.field(default_factory=list)
+    unacked: List[str] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class Ping(Message):
+    OP: ClassVar[str] = "ping"
+
+
+@dataclasses.dataclass
+class Pong(Message):
+    OP: ClassVar[str] = "pong"
+
+
+@dataclasses.dataclass
+class Exec(Message):
+    """Run a bash command as the sandbox user; the body is its stdin."""
+
+    OP: ClassVar[str] = "exec"
+    command: str = ""
+    cwd: str = "/workspace"
+    env: Dict[str, str] = dataclasses.field(default_factory=dict)
+    # The tool call this command answers: its result is kept under this id.
+    call_id: str = ""
+    timeout_s: float = 60.0
+    # Silence longer than this (0 = never) moves the call on per on_idle.
+    idle_timeout_s: float = 0.0
+    on_idle: str = "background"
+    # Answer after settle_s with a process handle; no deadline.
+    background: bool = False
+    settle_s: float = 0.5
+    max_background: int = 8
+    ring_cap: int = 256 * 1024
+    pipefail: bool = False
+    merge_output: bool = False
+    # Report the shell's final directory (and exports) after the command.
+    report_state: bool = False
+    report_env: bool = False
+    grace_s: float = 0.5
+    output_cap: int = 1 << 20
+    head_fraction: float = 0.2
+    # Stream output as Output events, up to stream_cap bytes.
+    stream: bool = False
+    stream_cap: int = 8 << 20
+
+
+@dataclasses.dataclass
+class Output(Message):
+    """An event of a streaming Exec: the body is a chunk of `stream`."""
+
+    OP: ClassVar[str] = "out"
+    stream: str = "stdout"
+
+
+@dataclasses.dataclass
+class CaptureInfo(Message):
+    """How a stream was cut: the body holds head then tail bytes."""
+
+    head: int = 0
+    tail: int = 0
+    total: int = 0
+    dropped_lines: int = 0
+
+
+@dataclasses.dataclass
+class ShellReport(Message):
+    """What the command's shell left behind: its directory, and its exports."""
+
+    cwd: str = ""
+    env: Optional[Dict[str, str]] = None
+
+
+@dataclasses.dataclass
+class ProcessInfo(Message):
+    process_id: str = ""
+    pid: int = 0
+    command: str = ""
+    state: str = "running"
+    exit_code: Optional[int] = None
+    runtime_s: float = 0.0
+    unread_bytes: int = 0
+
+
+@dataclasses.dataclass
+class ExecResult(Message):
+    """The end of an Exec. Body: stdout head+tail, then stderr head+tail."""
+
+    OP: ClassVar[str] = "exit"
+    call_id: str = ""
+    # None while the command still runs (moved to the background).
+    exit_code: Optional[int] = None
+    # Why the agent killed it: "", "deadline", "idle", "cancelled", "killed".
+    killed: str = ""
+    idle: bool = False
+    oom: bool = False
+    background_cap_hit: bool = False
+    stdout: CaptureInfo = dataclasses.field(default_factory=CaptureInfo)
+    stderr: CaptureInfo = dataclasses.field(default_factory=CaptureInfo)
+    duration_ms: int = 0
+    shell_state: Optional[ShellReport] = None
+    background: Optional[ProcessInfo] = None
+    notes: List[str] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class Cancel(Message):
+    """Kill what request `target` started."""
+
+    OP: ClassVar[str] = "cancel"
+    target: int = 0
+    reason: str = "cancelled"
+
+
+@dataclasses.dataclass
+class Cancelled(Message):
+    OP: ClassVar[str] = "cancelled"
+
+
+@dataclasses.dataclass
+class ProcessList(Message):
+    OP: ClassVar[str] = "process_list"
+
+
+@dataclasses.dataclass
+class ProcessListReply(Message):
+    OP: ClassVar[str] = "processes"
+    processes: List[ProcessInfo] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class ProcessOutput(Message):
+    """Unread output of a background process (the reply's body)."""
+
+    OP: ClassVar[str] = "process_output"
+    process_id: str = ""
+
+
+@dataclasses.dataclass
+class ProcessKill(Message):
+    OP: ClassVar[str] = "process_kill"
+    process_id: str = ""
+
+
+@dataclasses.dataclass
+class ProcessReply(Message):
+    OP: ClassVar[str] = "process"
+    process: ProcessInfo = dataclasses.field(default_factory=ProcessInfo)
+    dropped_bytes: int = 0
+    was_running: bool = True
+
+
+@dataclasses.dataclass
+class Resolve(Message):
+    """Resolve paths as the kernel would (symlinks, `..`)."""
+
+    OP: ClassVar[str] = "resolve"
+    paths: List[str] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class ResolvedPath(Message):
+    path: str = ""
+    # "file", "dir", "symlink", "other", or "" when nothing is there.
+    type: str = ""
+
+
+@dataclasses.dataclass
+class Resolved(Message):
+    OP: ClassVar[str] = "resolved"
+    resolved: List[ResolvedPath] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class Read(Message):
+    """Lines [offset, offset+limit) of a file, at most max_bytes (the body).
+
+    With `raw`, the whole file, refused past max_bytes.
+    """
+
+    OP: ClassVar[str] = "read"
+    path: str = ""
+    raw: bool = False
+    max_bytes: int = 1 << 20
+    offset: int = 1
+    limit: int = 2000
+
+
+@dataclasses.dataclass
+class ReadReply(Message):
+    OP: ClassVar[str] = "content"
+    size: int = 0
+    binary: bool = False
+    total_lines: int = 0
+    truncated: bool = False
+
+
+@dataclasses.dataclass
+class Write(Message):
+    """Replace a file atomically with the body, creating parent directories."""
+
+    OP: ClassVar[str] = "write"
+    path: str = ""
+
+
+@dataclasses.dataclass
+class WriteReply(Message):
+    OP: ClassVar[str] = "written"
+    bytes_written: int = 0
+
+
+@dataclasses.dataclass
+class Unlink(Message):
+    OP: ClassVar[str] = "unlink"
+    path: str = ""
+
+
+@dataclasses.dataclass
+class Done(Message):
+    """A request that answers nothing but success."""
+
+    OP: ClassVar[str] = "done"
+
+
+@dataclasses.dataclass
+class ListDir(Message):
+    OP: ClassVar[str] = "list"
+    path: str = "/workspace"
+    recursive: bool = False
+    max_entries: int = 1000
+
+
+@dataclasses.dataclass
+class DirEntry(Message):
+    path: str = ""
+    type: str = ""
+    size: int = 0
+
+
+@dataclasses.dataclass
+class Listing(Message):
+    OP: ClassVar[str] = "listing"
+    entries: List[DirEntry] = dataclasses.field(default_factory=list)
+    truncated: bool = False
+
+
+@dataclasses.dataclass
+class Extract(Message):
+    """Unpack the body (a tar archive) below `dest`, all or nothing."""
+
+    OP: ClassVar[str] = "extract"
+    dest: str = "/workspace"
+
+
+@dataclasses.dataclass
+class Archive(Message):
+    """Tar `paths`, streamed as ArchiveChunk events."""
+
+    OP: ClassVar[str] = "archive"
+    paths: List[str] = dataclasses.field(default_factory=list)
+    max_bytes: int = 1 << 34
+
+
+@dataclasses.dataclass
+class ArchiveChunk(Message):
+    OP: ClassVar[str] = "data"
+
+
+@dataclasses.dataclass
+class Transferred(Message):
+    """The end of an Extract or Archive: what it moved."""
+
+    OP: ClassVar[str] = "transferred"
+    files: int = 0
+    bytes: int = 0
+
+
+REQUESTS: Tuple[Type[Message], ...] = (
+    Hello,
+    Ping,
+    Exec,
+    Cancel,
+    ProcessList,
+    ProcessOutput,
+    ProcessKill,
+    Resolve,
+    Read,
+    Write,
+    Unlink,
+    ListDir,
+    Extract,
+    Archive,
+)
+REPLIES: Tuple[Type[Message], ...] = (
+    Failure,
+    HelloReply,
+    Pong,
+    ExecResult,
+    Cancelled,
+    ProcessListReply,
+    ProcessReply,
+    Resolved,
+    ReadReply,
+    WriteReply,
+    Done,
+    Listing,
+    Transferred,
+)
+EVENTS: Tuple[Type[Message], ...] = (Output, ArchiveChunk)
+BY_OP: Dict[str, Type[Message]] = {m.OP: m for m in REQUESTS + REPLIES + EVENTS}
+
+M = TypeVar("M", bound=Message)
+
+
+# -- conversion --------------------------------------------------------------
+def to_dict(message: Message) -> Dict[str, Any]:
+    """The message's fields as plain JSON values (nested messages as objects)."""
+    return {f.name: _plain(getattr(message, f.name)) for f in dataclasses.fields(message)}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Message):
+        return to_dict(value)
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+_HINTS: Dict[type, Dict[str, Any]] = {}
+
+
+def _hints(cls: type) -> Dict[str, Any]:
+    hints = _HINTS.get(cls)
+    if hints is None:
+        module = sys.modules[cls.__module__].__dict__
+        hints = typing.get_type_hints(cls, module)
+        _HINTS[cls] = hints
+    return hints
+
+
+def from_dict(cls: Type[M], data: Any) -> M:
+    """A `cls` from JSON data; absent fields take their defaults, and a value
+    of the wrong type is a FrameError, never a half-built message."""
+    if not isinstance(data, dict):
+        msg = f"{cls.__name__}: expected an object, got {type(data).__name__}"
+        raise FrameError(msg)
+    hints = _hints(cls)
+    values = {}
+    for f in dataclasses.fields(cls):
+        if f.name in data:
+            values[f.name] = _typed(data[f.name], hints[f.name], f"{cls.__name__}.{f.name}")
+    return cls(**values)
+
+
+def _typed(value: Any, tp: Any, where: str) -> Any:
+    origin = typing.get_origin(tp)
+    if origin is typing.Union:
+        options = typing.get_args(tp)
+        if value is None and type(None) in options:
+            return None
+        [inner] = [o for o in options if o is not type(None)]
+        return _typed(value, inner, where)
+    if origin is list:
+        (item,) = typing.get_args(tp)
+        if not isinstance(value, list):
+            msg = f"{where}: expected a list"
+            raise FrameError(msg)
+        return [_typed(v, item, where) for v in value]
+    if origin is dict:
+        _, item = typing.get_args(tp)
+        if not isinstance(value, dict):
+            msg = f"{where}: expected an object"
+            raise FrameError(msg)
+        return {str(k): _typed(v, item, where) for k, v in value.items()}
+    if tp is Any:
+        return value
+    if isinstance(tp, type) and issubclass(tp, Message):
+        return from_dict(tp, value)
+    if tp is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if (tp is int and isinstance(value, bool)) or not isinstance(value, tp):
+        msg = f"{where}: expected {tp.__name__}, got {type(value).__name__}"
+        raise FrameError(msg)
+    return value
+
+
+# -- frames ------------------------------------------------------------------
+def encode(message: Message, request_id: int, epoch: int, body: bytes = b"") -> bytes:
+    """One frame: `message` answering (or being) request `request_id`."""
+    header = to_dict(message)
+    header["op"] = message.OP
+    header["id"] = request_id
+    header["epoch"] = epoch
+    # ASCII JSON: a lone surrogate in a string travels as an escape, not as
+    # bytes that are not UTF-8.
+    raw = json.dumps(header, separators=(",", ":")).encode("ascii")
+    if len(raw) > MAX_HEADER or len(body) > MAX_BODY:
+        msg = f"frame too large: header {len(raw)} bytes, body {len(body)} bytes"
+        raise FrameError(msg)
+    return PREFIX.pack(MAGIC, len(raw), len(body)) + raw + body
+
+
+class Frame:
+    """A decoded frame: its op, request id, epoch, raw header and body."""
+
+    __slots__ = ("op", "request_id", "epoch", "header", "body")
+
+    def __init__(self, header: Dict[str, Any], body: bytes) -> None:
+        op, rid, epoch = header.get("op"), header.get("id"), header.get("epoch", 0)
+        if not isinstance(op, str) or not isinstance(rid, int) or not isinstance(epoch, int):
+            msg = "frame header lacks a string op, an integer id or an integer epoch"
+            raise FrameError(msg)
+        self.op = op
+        self.request_id = rid
+        self.epoch = epoch
+        self.header = header
+        self.body = body
+
+    def message(self) -> Message:
+        """The typed message of this frame (FrameError for an unknown op)."""
+        cls = BY_OP.get(self.op)
+        if cls is None:
+            msg = f"unknown op {self.op[:40]!r}"
+            raise FrameError(msg)
+        return from_dict(cls, self.header)
+
+    def as_type(self, cls: Type[M]) -> M:
+        if self.op != cls.OP:
+            msg = f"expected a {cls.OP!r} frame, got {self.op[:40]!r}"
+            raise FrameError(msg)
+        return from_dict(cls, self.header)
 
 
 class Decoder:
-    """Incremental frame decoder: feed bytes, get complete frames."""
+    """Incremental frame decoder: feed bytes, get complete frames.
+
+    Bytes before a frame's MAGIC are skipped (and counted in `skipped`), so
+    after `resync()` the decoder picks up at the next frame that starts.
+    """
 
     def __init__(self) -> None:
         self._buf = bytearray()
-        self._need: tuple[int, int] | None = None
+        self._need: Optional[Tuple[int, int]] = None
+        self.skipped = 0
 
-    def feed(self, data: bytes) -> list[tuple[dict[str, Any], bytes]]:
+    def resync(self) -> None:
+        """Forget a partial frame (its writer is gone); look for the next MAGIC."""
+        self.skipped += len(self._buf)
+        self._buf.clear()
+        self._need = None
+
+    def feed(self, data: bytes) -> List[Frame]:
         self._buf += data
-        frames = []
+        frames: List[Frame] = []
         while True:
             if self._need is None:
-                if len(self._buf) < PREFIX.size:
+                if not self._find_magic() or len(self._buf) < PREFIX.size:
                     break
-                hlen, blen = PREFIX.unpack_from(self._buf)
+                _, hlen, blen = PREFIX.unpack_from(self._buf)
                 if hlen > MAX_HEADER or blen > MAX_BODY:
                     msg = f"frame too large: header {hlen} bytes, body {blen} bytes"
                     raise FrameError(msg)
@@ -52,12 +551,31 @@ class Decoder:
             hlen, blen = self._need
             if len(self._buf) < hlen + blen:
                 break
-            header = json.loads(bytes(self._buf[:hlen]))
+            raw = bytes(self._buf[:hlen])
             body = bytes(self._buf[hlen : hlen + blen])
             del self._buf[: hlen + blen]
             self._need = None
+            try:
+                header = json.loads(raw.decode("utf-8"))
+            except ValueError as exc:
+                msg = f"frame header is not JSON: {exc}"
+                raise FrameError(msg) from None
             if not isinstance(header, dict):
                 msg = "frame header is not a JSON object"
                 raise FrameError(msg)
-            frames.append((header, body))
+            frames.append(Frame(header, body))
         return frames
+
+    def _find_magic(self) -> bool:
+        """Drop bytes before the next MAGIC; False when none is buffered yet."""
+        at = self._buf.find(MAGIC)
+        if at < 0:
+            # Keep a tail that may be the start of a MAGIC still arriving.
+            keep = len(MAGIC) - 1
+            drop = max(0, len(self._buf) - keep)
+            self.skipped += drop
+            del self._buf[:drop]
+            return False
+        self.skipped += at
+        del self._buf[:at]
+        return True

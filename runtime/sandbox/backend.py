@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from runtime.config import Limits
-
-# Called (on the event loop, in order) with each frame the agent streams
-# before its final answer; it must not block.
-EventSink = Callable[[dict[str, Any], bytes], None]
+from runtime.sandbox.agent_client import AgentClient
 
 LABEL_SESSION = "toolrt.session"
 LABEL_DAEMON = "toolrt.daemon"
@@ -30,7 +26,7 @@ class SandboxSpec:
 
 
 class Sandbox(Protocol):
-    """A live sandbox: requests go to its agent, one frame answers each."""
+    """A live sandbox: its agent answers typed requests (agent_client.py)."""
 
     @property
     def id(self) -> str: ...
@@ -40,24 +36,8 @@ class Sandbox(Protocol):
         """Why the sandbox is gone ("" while it is alive)."""
         ...
 
-    def next_request_id(self) -> int:
-        """A fresh id, so a request can be cancelled while it runs."""
-        ...
-
-    async def request(
-        self,
-        op: str,
-        header: dict[str, Any],
-        body: bytes = b"",
-        on_event: EventSink | None = None,
-        request_id: int | None = None,
-    ) -> tuple[dict[str, Any], bytes]:
-        """Send one request; the agent's final frame (header, body)."""
-        ...
-
-    async def cancel(self, request_id: int, reason: str) -> None:
-        """Ask the agent to kill what a running request started."""
-        ...
+    @property
+    def agent(self) -> AgentClient: ...
 
     def abort(self, reason: str) -> None:
         """Fail every pending request now with SANDBOX_LOST (`reason`)."""

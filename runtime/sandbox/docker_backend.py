@@ -3,7 +3,7 @@
 The Docker SDK is synchronous: every SDK call runs on a dedicated thread
 pool, under a deadline, never on the event loop. The per-call path touches
 no Docker API at all: calls travel over the container's attach stream
-(`connection.AgentConnection`).
+(`framing.AgentConnection`).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import compileall
 import contextlib
 import logging
 import os
+import secrets
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -26,15 +27,15 @@ from docker.types import LogConfig
 from runtime import agent as agent_package
 from runtime.config import Config, Limits
 from runtime.errors import BadRequest, EngineUnavailable, SandboxLost
+from runtime.sandbox.agent_client import AgentClient
 from runtime.sandbox.backend import (
     LABEL_DAEMON,
     LABEL_SESSION,
     LABEL_TENANT,
-    EventSink,
     SandboxSpec,
 )
-from runtime.sandbox.connection import AgentConnection
 from runtime.sandbox.docker_errors import map_docker_errors
+from runtime.sandbox.framing import AgentConnection, DockerAttachSource
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -42,7 +43,8 @@ T = TypeVar("T")
 # Pinned rather than negotiated: negotiation costs a round trip per client
 # and leaks a socket when the engine is down. Engines since 20.10 speak it.
 DOCKER_API_VERSION = "1.41"
-AGENT_DIR_IN_SANDBOX = "/opt/toolrt"
+# The agent package's mount point; its name is the package's name there.
+AGENT_DIR_IN_SANDBOX = "/opt/toolrt/agent"
 SANDBOX_UID = 1000
 # Capabilities the agent needs to start commands as the sandbox user and to
 # kill them; commands themselves end up with none.
@@ -75,11 +77,12 @@ def precompile_agent(agent_dir: str) -> None:
 
 
 class DockerSandbox:
-    """A running container and the connection to its agent."""
+    """A running container and the client of its agent."""
 
     def __init__(self, session_id: str, connection: AgentConnection) -> None:
         self._id = session_id
         self._conn = connection
+        self._agent = AgentClient(connection)
 
     @property
     def id(self) -> str:
@@ -89,21 +92,9 @@ class DockerSandbox:
     def lost(self) -> str:
         return self._conn.lost
 
-    async def request(
-        self,
-        op: str,
-        header: dict[str, Any],
-        body: bytes = b"",
-        on_event: EventSink | None = None,
-        request_id: int | None = None,
-    ) -> tuple[dict[str, Any], bytes]:
-        return await self._conn.request(op, header, body, on_event, request_id)
-
-    def next_request_id(self) -> int:
-        return self._conn.next_id()
-
-    async def cancel(self, request_id: int, reason: str) -> None:
-        await self._conn.cancel(request_id, reason)
+    @property
+    def agent(self) -> AgentClient:
+        return self._agent
 
     def abort(self, reason: str) -> None:
         self._conn.abort(reason)
@@ -121,6 +112,8 @@ class DockerBackend:
         self._agent_dir = str(Path(agent_package.__file__).resolve().parent)
         precompile_agent(self._agent_dir)
         self._live: dict[str, DockerSandbox] = {}
+        # Every frame to an agent carries it; a frame of another epoch is stale.
+        self._epoch = secrets.randbits(62) | 1
 
     # -- plumbing -----------------------------------------------------------
     def _docker(self) -> docker.DockerClient:
@@ -232,7 +225,9 @@ class DockerBackend:
             writer.close()
             msg = f"attach to the sandbox failed: {status.decode(errors='replace')}"
             raise EngineUnavailable(msg)
-        connection = AgentConnection(session_id, reader, writer)
+        connection = AgentConnection(
+            session_id, DockerAttachSource(reader, session_id), writer, self._epoch
+        )
         connection.start()
         return connection
 
@@ -244,7 +239,7 @@ class DockerBackend:
             connection = await self._attach(container_id, spec.session_id)
             await self._run(what, self._docker().api.start, container_id)
             try:
-                await connection.hello(self._config.create_timeout_s)
+                await AgentClient(connection).hello(self._config.create_timeout_s)
             except SandboxLost as exc:
                 if await self._run(what, self._exited_by_itself, container_id):
                     msg = (

@@ -344,7 +344,8 @@ class SessionManager:
         session.calls += 1
         ctx = ToolContext(
             session_id=session.id,
-            sandbox=session.sandbox,
+            call_id=call.id,
+            agent=session.sandbox.agent,
             limits=session.limits,
             env=session.env,
             kill_grace_s=self._config.kill_grace_s,

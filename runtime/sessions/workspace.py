@@ -12,13 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Iterator
 
 from runtime.agent import protocol
 from runtime.errors import BadRequest, ToolFailure
 from runtime.policy.allowlist import is_within, normalize
-from runtime.sandbox.backend import EventSink
 from runtime.sessions.session import Session
 
 # The archive travels to the agent as one frame.
@@ -28,22 +26,14 @@ MAX_UPLOAD_BYTES = protocol.MAX_BODY - (1 << 20)
 TRANSFER_AREAS = ("/workspace", "/tmp")
 
 
-async def _agent(
-    session: Session,
-    op: str,
-    header: dict[str, Any],
-    body: bytes = b"",
-    on_event: EventSink | None = None,
-) -> dict[str, Any]:
+@contextlib.contextmanager
+def _as_request_errors(session: Session) -> Iterator[None]:
+    """Transfers are operator RPCs: a failure ends the RPC, not a ToolResult."""
     try:
-        reply, _ = await session.sandbox.request(op, header, body, on_event)
+        yield
     except ToolFailure as exc:
-        msg = f"session {session.id}: {exc.message}"
+        msg = f"session {session.id}: {exc.code}: {exc.message}"
         raise BadRequest(msg) from exc
-    if reply.get("op") == "error":
-        msg = f"{reply.get('code')}: {reply.get('message')}"
-        raise BadRequest(msg)
-    return reply
 
 
 def _absolute(path: str, what: str) -> str:
@@ -55,8 +45,9 @@ def _absolute(path: str, what: str) -> str:
 
 async def _resolved(session: Session, paths: list[str], what: str) -> list[str]:
     """The sandbox's resolution of each path, which must lie in a transfer area."""
-    reply = await _agent(session, "resolve", {"paths": [_absolute(p, what) for p in paths]})
-    resolved = [str(item["path"]) for item in reply["resolved"]]
+    with _as_request_errors(session):
+        items = await session.sandbox.agent.resolve([_absolute(p, what) for p in paths])
+    resolved = [item.path for item in items]
     for asked, real in zip(paths, resolved, strict=True):
         if not any(is_within(real, area) for area in TRANSFER_AREAS):
             msg = f"{what} {asked[:200]!r} resolves to {real}: only {', '.join(TRANSFER_AREAS)}"
@@ -71,8 +62,9 @@ async def upload_tar(session: Session, dest: str, data: bytes) -> tuple[int, int
         raise BadRequest(msg)
     async with session.write_lock:
         [resolved] = await _resolved(session, [dest or "/workspace"], "destination")
-        reply = await _agent(session, "extract", {"dest": resolved}, data)
-    return int(reply["files"]), int(reply["bytes"])
+        with _as_request_errors(session):
+            reply = await session.sandbox.agent.extract(resolved, data)
+    return reply.files, reply.bytes
 
 
 async def download_tar(session: Session, paths: list[str]) -> AsyncIterator[bytes]:
@@ -83,12 +75,12 @@ async def download_tar(session: Session, paths: list[str]) -> AsyncIterator[byte
     wanted = await _resolved(session, paths, "path")
     chunks: asyncio.Queue[bytes] = asyncio.Queue()
 
-    def on_event(frame: dict[str, Any], chunk: bytes) -> None:
-        if frame.get("op") == "data":
-            chunks.put_nowait(chunk)
+    async def archive() -> None:
+        with _as_request_errors(session):
+            await session.sandbox.agent.archive(wanted, max_bytes, chunks.put_nowait)
 
-    header = {"paths": wanted, "max_bytes": session.limits.workspace_bytes * 2 + (16 << 20)}
-    task = asyncio.ensure_future(_agent(session, "archive", header, on_event=on_event))
+    max_bytes = session.limits.workspace_bytes * 2 + (16 << 20)
+    task = asyncio.ensure_future(archive())
     try:
         while not task.done() or not chunks.empty():
             getter = asyncio.ensure_future(chunks.get())

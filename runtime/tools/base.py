@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -11,26 +9,10 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel
 
 from runtime.config import Limits, ShellConfig
-from runtime.errors import (
-    FileMissing,
-    InternalFailure,
-    InvalidArguments,
-    LimitExceeded,
-    PathDenied,
-    ToolFailure,
-)
 from runtime.policy.allowlist import PathPolicy
-from runtime.sandbox.backend import EventSink, Sandbox
+from runtime.sandbox.agent_client import AgentClient
 
 ArgsT = TypeVar("ArgsT", bound=BaseModel)
-
-# Agent error codes → the failure the model sees.
-_AGENT_FAILURES: dict[str, type[ToolFailure]] = {
-    "NOT_FOUND": FileMissing,
-    "PATH_DENIED": PathDenied,
-    "LIMIT_EXCEEDED": LimitExceeded,
-    "INVALID_ARGUMENTS": InvalidArguments,
-}
 
 
 @dataclass
@@ -38,7 +20,10 @@ class ToolContext:
     """Everything a tool may use: the session's sandbox and its settings."""
 
     session_id: str
-    sandbox: Sandbox
+    # The tool call being run (its result is kept under this id in the sandbox).
+    call_id: str
+    # The session's in-sandbox agent: typed requests, failures as ToolFailure.
+    agent: AgentClient
     limits: Limits
     env: dict[str, str]
     kill_grace_s: float
@@ -50,30 +35,6 @@ class ToolContext:
     state: dict[str, Any] = field(default_factory=dict)
     # The session's path allowlist (file tools and `cwd`).
     allowlist: PathPolicy = field(default_factory=PathPolicy)
-
-    async def agent(
-        self,
-        op: str,
-        header: dict[str, Any],
-        body: bytes = b"",
-        on_event: EventSink | None = None,
-    ) -> tuple[dict[str, Any], bytes]:
-        """One request to the in-sandbox agent; its errors become failures.
-
-        If the caller goes away mid-request, the agent is told to kill what
-        the request started before the cancellation goes on.
-        """
-        request_id = self.sandbox.next_request_id()
-        try:
-            reply, data = await self.sandbox.request(op, header, body, on_event, request_id)
-        except asyncio.CancelledError:
-            with contextlib.suppress(Exception):
-                await self.sandbox.cancel(request_id, "cancelled")
-            raise
-        if reply.get("op") == "error":
-            failure = _AGENT_FAILURES.get(str(reply.get("code")), InternalFailure)
-            raise failure(str(reply.get("message", "the sandbox reported an error")))
-        return reply, data
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from runtime.agent import protocol
 from runtime.errors import InvalidArguments
 from runtime.policy.allowlist import WORKSPACE, normalize
 from runtime.tools.base import Tool, ToolContext
@@ -86,11 +87,9 @@ class ListFilesArgs(BaseModel):
 async def checked_path(ctx: ToolContext, path: str, write: bool = False) -> tuple[str, str]:
     """(resolved path, its type or "" when missing), allowed by the session's allowlist."""
     asked = normalize(path)
-    reply, _ = await ctx.agent("resolve", {"paths": [asked]})
-    item = reply["resolved"][0]
-    resolved, kind = str(item["path"]), str(item["type"])
-    ctx.allowlist.check(resolved, write=write, asked=asked)
-    return resolved, kind
+    [item] = await ctx.agent.resolve([asked])
+    ctx.allowlist.check(item.path, write=write, asked=asked)
+    return item.path, item.type
 
 
 def decode_text(data: bytes, cut: bool) -> str | None:
@@ -105,28 +104,27 @@ def decode_text(data: bytes, cut: bool) -> str | None:
 
 async def read_file(ctx: ToolContext, args: ReadFileArgs) -> dict[str, Any]:
     resolved, _ = await checked_path(ctx, args.path)
-    header, body = await ctx.agent(
-        "read",
-        {
-            "path": resolved,
-            "offset": args.offset or 1,
-            "limit": args.limit or DEFAULT_READ_LINES,
-            "max_bytes": ctx.limits.output_cap_bytes,
-        },
+    reply, body = await ctx.agent.read(
+        protocol.Read(
+            path=resolved,
+            offset=args.offset or 1,
+            limit=args.limit or DEFAULT_READ_LINES,
+            max_bytes=ctx.limits.output_cap_bytes,
+        )
     )
-    text = None if header["binary"] else decode_text(body, bool(header["truncated"]))
+    text = None if reply.binary else decode_text(body, reply.truncated)
     return {
         "content": text or "",
-        "total_lines": header["total_lines"],
-        "truncated": bool(header["truncated"]),
+        "total_lines": reply.total_lines,
+        "truncated": reply.truncated,
         "binary": text is None,
     }
 
 
 async def write_file(ctx: ToolContext, args: WriteFileArgs) -> dict[str, Any]:
     resolved, _ = await checked_path(ctx, args.path, write=True)
-    header, _ = await ctx.agent("write", {"path": resolved}, args.content.encode())
-    return {"path": resolved, "bytes_written": header["bytes_written"]}
+    reply = await ctx.agent.write(resolved, args.content.encode())
+    return {"path": resolved, "bytes_written": reply.bytes_written}
 
 
 def replace_exact(text: str, old: str, new: str, replace_all: bool, path: str) -> tuple[str, int]:
@@ -163,7 +161,7 @@ def unified_diff(before: str, after: str, path: str) -> str:
 async def edit_file(ctx: ToolContext, args: EditFileArgs) -> dict[str, Any]:
     resolved, _ = await checked_path(ctx, args.path, write=True)
     ctx.allowlist.check(resolved)  # edit_file reads the file too
-    _, data = await ctx.agent("read", {"path": resolved, "raw": True, "max_bytes": MAX_EDIT_BYTES})
+    _, data = await ctx.agent.read(protocol.Read(path=resolved, raw=True, max_bytes=MAX_EDIT_BYTES))
     before = decode_text(data, cut=False)
     if before is None:
         msg = f"{resolved} is not UTF-8 text; edit_file only edits text files"
@@ -171,7 +169,7 @@ async def edit_file(ctx: ToolContext, args: EditFileArgs) -> dict[str, Any]:
     after, count = replace_exact(
         before, args.old_string, args.new_string, bool(args.replace_all), resolved
     )
-    await ctx.agent("write", {"path": resolved}, after.encode())
+    await ctx.agent.write(resolved, after.encode())
     return {"path": resolved, "replacements": count, "diff": unified_diff(before, after, resolved)}
 
 
@@ -180,12 +178,11 @@ async def list_files(ctx: ToolContext, args: ListFilesArgs) -> dict[str, Any]:
     if kind and kind != "dir":
         msg = f"{resolved} is a {kind}, not a directory; use read_file for files"
         raise InvalidArguments(msg)
-    header, _ = await ctx.agent(
-        "list",
-        {"path": resolved, "recursive": bool(args.recursive), "max_entries": MAX_LIST_ENTRIES},
-    )
-    entries = [e for e in header["entries"] if not ctx.allowlist.denied_by_glob(e["path"])]
-    return {"entries": entries, "truncated": bool(header["truncated"])}
+    listing = await ctx.agent.list_dir(resolved, bool(args.recursive), MAX_LIST_ENTRIES)
+    entries = [
+        protocol.to_dict(e) for e in listing.entries if not ctx.allowlist.denied_by_glob(e.path)
+    ]
+    return {"entries": entries, "truncated": listing.truncated}
 
 
 READ_FILE = Tool(

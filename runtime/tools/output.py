@@ -22,14 +22,14 @@ def _decode(data: bytes) -> tuple[str, bool]:
         return data.decode("utf-8", errors="replace"), True
 
 
-def render_stream(head: bytes, tail: bytes, info: dict[str, Any]) -> tuple[str, bool]:
-    """Head + marker + tail as text; and whether invalid UTF-8 was replaced."""
-    total = int(info.get("total", len(head) + len(tail)))
+def render_stream(head: bytes, tail: bytes, total: int, dropped_lines: int = 0) -> tuple[str, bool]:
+    """Head + marker + tail as text (`total` bytes were written, `dropped_lines`
+    lines fell between head and tail); and whether invalid UTF-8 was replaced."""
     dropped = total - len(head) - len(tail)
     text_head, bad_head = _decode(head)
     text_tail, bad_tail = _decode(tail)
     if dropped > 0:
-        lines = int(info.get("dropped_lines", 0))
+        lines = dropped_lines
         marker = (
             f"\n[... {dropped} bytes ({lines} lines) dropped; kept the first {len(head)} "
             f"and the last {len(tail)} bytes ...]\n"

@@ -15,6 +15,7 @@ from typing import Any
 import regex
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from runtime.agent import protocol
 from runtime.errors import InvalidArguments
 from runtime.tools.base import Tool, ToolContext
 from runtime.tools.output import render_stream
@@ -94,19 +95,25 @@ class ProcessOutputArgs(ProcessIdArgs):
         return value
 
 
-def _info(header: dict[str, Any]) -> dict[str, Any]:
-    keys = ("process_id", "pid", "command", "state", "exit_code", "runtime_s")
-    return {key: header.get(key) for key in keys}
+def _info(info: protocol.ProcessInfo) -> dict[str, Any]:
+    return {
+        "process_id": info.process_id,
+        "pid": info.pid,
+        "command": info.command,
+        "state": info.state,
+        "exit_code": info.exit_code,
+        "runtime_s": info.runtime_s,
+    }
 
 
 async def run_list(ctx: ToolContext, args: ProcessListArgs) -> dict[str, Any]:
-    header, _ = await ctx.agent("process_list", {})
-    return {"processes": header.get("processes", [])}
+    processes = await ctx.agent.process_list()
+    return {"processes": [protocol.to_dict(p) for p in processes]}
 
 
 async def run_kill(ctx: ToolContext, args: ProcessIdArgs) -> dict[str, Any]:
-    header, _ = await ctx.agent("process_kill", {"process_id": args.process_id})
-    return {**_info(header), "was_running": header.get("was_running", True)}
+    reply = await ctx.agent.process_kill(args.process_id)
+    return {**_info(reply.process), "was_running": reply.was_running}
 
 
 class _Collected:
@@ -127,7 +134,7 @@ class _Collected:
 
     def text(self) -> tuple[str, bool]:
         """The output as text, and whether invalid UTF-8 was replaced."""
-        return render_stream(bytes(self.data), b"", {"total": len(self.data)})
+        return render_stream(bytes(self.data), b"", len(self.data))
 
 
 def _search(pattern: regex.Pattern[str], text: str) -> bool:
@@ -146,15 +153,15 @@ async def run_output(ctx: ToolContext, args: ProcessOutputArgs) -> dict[str, Any
     collected = _Collected(ctx.limits.output_cap_bytes)
     matched = False
     while True:
-        header, body = await ctx.agent("process_output", {"process_id": args.process_id})
-        collected.add(body, int(header.get("dropped_bytes", 0)))
+        reply, body = await ctx.agent.process_output(args.process_id)
+        collected.add(body, reply.dropped_bytes)
         if pattern is not None and body:
             matched = _search(pattern, collected.text()[0])
-        if matched or header.get("state") != "running" or time.monotonic() >= deadline:
+        if matched or reply.process.state != "running" or time.monotonic() >= deadline:
             break
         await asyncio.sleep(min(POLL_S, max(0.0, deadline - time.monotonic())))
     text, replaced = collected.text()
-    output = {**_info(header), "output": text, "dropped_bytes": collected.dropped}
+    output = {**_info(reply.process), "output": text, "dropped_bytes": collected.dropped}
     if replaced:
         output["invalid_utf8_replaced"] = True
     if pattern is not None:

@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from runtime.agent import protocol
 from runtime.errors import CallTimeout, FileMissing, LimitExceeded
 from runtime.tools.base import Tool, ToolContext
 from runtime.tools.files import NO_NETWORK, checked_path
@@ -102,22 +103,23 @@ async def run_tests(ctx: ToolContext, args: RunTestsArgs) -> dict[str, Any]:
         resolved,
         *(args.args or []),
     ]
-    spec = {
-        "command": "exec " + shlex.join(argv),
-        "cwd": cwd,
-        "env": command_env(ctx.env, None),
-        "timeout_s": ctx.limits.call_timeout_s,
-        "grace_s": ctx.kill_grace_s,
-        "output_cap": ctx.limits.output_cap_bytes,
-        "merge_output": True,
-    }
-    header, body = await ctx.agent("exec", spec)
-    console = shell_output(header, body)["stdout"][-CONSOLE_TAIL_CHARS:]
+    request = protocol.Exec(
+        command="exec " + shlex.join(argv),
+        cwd=cwd,
+        env=command_env(ctx.env, None),
+        call_id=ctx.call_id,
+        timeout_s=ctx.limits.call_timeout_s,
+        grace_s=ctx.kill_grace_s,
+        output_cap=ctx.limits.output_cap_bytes,
+        merge_output=True,
+    )
+    result, body = await ctx.agent.exec(request)
+    console = shell_output(result, body)["stdout"][-CONSOLE_TAIL_CHARS:]
     try:
-        _, xml_text = await ctx.agent(
-            "read", {"path": report, "raw": True, "max_bytes": MAX_XML_BYTES}
+        _, xml_text = await ctx.agent.read(
+            protocol.Read(path=report, raw=True, max_bytes=MAX_XML_BYTES)
         )
-        await ctx.agent("unlink", {"path": report})
+        await ctx.agent.unlink(report)
     except FileMissing:
         xml_text = b""
     results: dict[str, Any] = (
@@ -125,21 +127,17 @@ async def run_tests(ctx: ToolContext, args: RunTestsArgs) -> dict[str, Any]:
         if xml_text
         else {"passed": 0, "failed": 0, "errors": 0, "skipped": 0, "failures": []}
     )
-    output = {
-        **results,
-        "exit_code": header["exit_code"],
-        "duration_ms": header.get("duration_ms", 0),
-    }
+    output = {**results, "exit_code": result.exit_code, "duration_ms": result.duration_ms}
     # Exit codes 0 (all passed) and 1 (some failed) are fully told by the
     # counts; anything else (usage error, nothing collected, crash) needs
     # pytest's own words.
-    if header["exit_code"] not in (0, 1) or not xml_text:
+    if result.exit_code not in (0, 1) or not xml_text:
         output["output"] = console
-    if header.get("oom"):
+    if result.oom:
         output["output"] = console
         msg = f"the test run ran out of memory (session limit {ctx.limits.memory_bytes} bytes)"
         raise LimitExceeded(msg, output)
-    if header.get("killed") == "deadline":
+    if result.killed == "deadline":
         output["output"] = console
         msg = f"the test run did not finish within {ctx.limits.call_timeout_s:g} s and was killed"
         raise CallTimeout(msg, output)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from runtime.agent import protocol
 from runtime.errors import CallTimeout, FileMissing, LimitExceeded
 from runtime.tools.base import Tool, ToolContext
 from runtime.tools.files import checked_path
@@ -141,29 +143,32 @@ class ShellArgs(BaseModel):
         return value
 
 
-def shell_output(header: dict[str, Any], body: bytes) -> dict[str, Any]:
-    """The agent's exit frame as DESIGN.md's `shell` output_json."""
-    out, err = header["stdout"], header["stderr"]
-    cut = out["head"] + out["tail"]
-    stdout, bad_out = render_stream(body[: out["head"]], body[out["head"] : cut], out)
+def shell_output(result: protocol.ExecResult, body: bytes) -> dict[str, Any]:
+    """The agent's ExecResult as DESIGN.md's `shell` output_json."""
+    out, err = result.stdout, result.stderr
+    cut = out.head + out.tail
+    stdout, bad_out = render_stream(
+        body[: out.head], body[out.head : cut], out.total, out.dropped_lines
+    )
     err_body = body[cut:]
-    stderr, bad_err = render_stream(err_body[: err["head"]], err_body[err["head"] :], err)
-    killed = header.get("killed")
+    stderr, bad_err = render_stream(
+        err_body[: err.head], err_body[err.head :], err.total, err.dropped_lines
+    )
     output: dict[str, Any] = {
-        "exit_code": header["exit_code"],
+        "exit_code": result.exit_code,
         "stdout": stdout,
         "stderr": stderr,
-        "stdout_truncated": out["total"] > out["head"] + out["tail"],
-        "stderr_truncated": err["total"] > err["head"] + err["tail"],
-        "stdout_total_bytes": out["total"],
-        "stderr_total_bytes": err["total"],
-        "timed_out": killed in ("deadline", "idle") or bool(header.get("idle")),
+        "stdout_truncated": out.total > out.head + out.tail,
+        "stderr_truncated": err.total > err.head + err.tail,
+        "stdout_total_bytes": out.total,
+        "stderr_total_bytes": err.total,
+        "timed_out": result.killed in ("deadline", "idle") or result.idle,
     }
     if output["timed_out"]:
-        output["reason"] = "deadline" if killed == "deadline" else "idle"
-    proc = header.get("background")
-    if isinstance(proc, dict):
-        output.update(process_id=proc["process_id"], pid=proc["pid"], state=proc["state"])
+        output["reason"] = "deadline" if result.killed == "deadline" else "idle"
+    proc = result.background
+    if proc is not None:
+        output.update(process_id=proc.process_id, pid=proc.pid, state=proc.state)
     if bad_out or bad_err:
         output["invalid_utf8_replaced"] = True
     return output
@@ -174,32 +179,35 @@ def command_env(session_env: dict[str, str], call_env: dict[str, str] | None) ->
     return {**BASE_ENV, **session_env, **(call_env or {})}
 
 
-def exec_spec(ctx: ToolContext, args: ShellArgs, cwd: str, env: dict[str, str]) -> dict[str, Any]:
-    """The agent's `exec` request for one call."""
+def exec_request(
+    ctx: ToolContext, args: ShellArgs, cwd: str, env: dict[str, str], call_id: str
+) -> protocol.Exec:
+    """The agent's Exec request for one call."""
     timeout = min(args.timeout_s or ctx.limits.call_timeout_s, ctx.limits.call_timeout_s)
     idle = args.idle_timeout_s or ctx.shell.idle_timeout_s
-    return {
-        "command": args.command,
-        "cwd": cwd,
-        "env": env,
-        "timeout_s": timeout,
+    return protocol.Exec(
+        command=args.command,
+        cwd=cwd,
+        env=env,
+        call_id=call_id,
+        timeout_s=timeout,
         # Silence longer than the deadline can never be noticed: leave it off.
-        "idle_timeout_s": idle if idle < timeout else 0,
-        "on_idle": args.on_idle,
-        "background": args.background,
-        "settle_s": ctx.shell.settle_s,
-        "max_background": ctx.shell.max_background,
-        "ring_cap": ctx.shell.background_buffer_bytes,
-        "pipefail": args.pipefail,
-        "merge_output": args.merge_output,
-        "report_state": not args.background,
-        "report_env": args.persist_env and not args.background,
-        "grace_s": ctx.kill_grace_s,
-        "output_cap": ctx.limits.output_cap_bytes,
-        "head_fraction": ctx.shell.head_fraction,
-        "stream": ctx.on_output is not None,
-        "stream_cap": ctx.stream_cap_bytes,
-    }
+        idle_timeout_s=idle if idle < timeout else 0,
+        on_idle=args.on_idle,
+        background=args.background,
+        settle_s=ctx.shell.settle_s,
+        max_background=ctx.shell.max_background,
+        ring_cap=ctx.shell.background_buffer_bytes,
+        pipefail=args.pipefail,
+        merge_output=args.merge_output,
+        report_state=not args.background,
+        report_env=args.persist_env and not args.background,
+        grace_s=ctx.kill_grace_s,
+        output_cap=ctx.limits.output_cap_bytes,
+        head_fraction=ctx.shell.head_fraction,
+        stream=ctx.on_output is not None,
+        stream_cap=ctx.stream_cap_bytes,
+    )
 
 
 async def run_shell(ctx: ToolContext, args: ShellArgs) -> dict[str, Any]:
@@ -207,53 +215,47 @@ async def run_shell(ctx: ToolContext, args: ShellArgs) -> dict[str, Any]:
     if args.cwd is not None:
         await checked_path(ctx, args.cwd)  # the allowlist's read roots govern cwd
     env = {**state.environment({**BASE_ENV, **ctx.env}), **(args.env or {})}
-    spec = exec_spec(ctx, args, args.cwd or state.cwd, env)
-    sink = ctx.on_output
-
-    def on_event(frame: dict[str, Any], chunk: bytes) -> None:
-        if sink is not None and frame.get("op") == "out":
-            sink(str(frame.get("stream")), chunk)
-
-    body = (args.stdin or "").encode()
+    request = exec_request(ctx, args, args.cwd or state.cwd, env, ctx.call_id)
+    stdin = (args.stdin or "").encode()
+    notes: list[str] = []
     try:
-        header, data = await ctx.agent("exec", spec, body, on_event if sink else None)
+        result, data = await ctx.agent.exec(request, stdin, ctx.on_output)
     except FileMissing:
         if args.cwd is not None or state.cwd == HOME:
             raise
         # The remembered directory was removed since: start over at home.
         gone, state.cwd = state.cwd, HOME
-        spec["cwd"] = HOME
-        header, data = await ctx.agent("exec", spec, body, on_event if sink else None)
-        header.setdefault("notes", []).append(
-            f"the previous working directory {gone} no longer exists; ran in {HOME}"
-        )
-    output = shell_output(header, data)
-    notes = list(header.get("notes", []))
-    report = header.get("shell_state")
-    if isinstance(report, dict):
-        note = state.record(report, env, args.persist_env, ctx.allowlist)
+        request = replace(request, cwd=HOME)
+        result, data = await ctx.agent.exec(request, stdin, ctx.on_output)
+        notes.append(f"the previous working directory {gone} no longer exists; ran in {HOME}")
+    output = shell_output(result, data)
+    notes += result.notes
+    if result.shell_state is not None:
+        note = state.record(result.shell_state, env, args.persist_env, ctx.allowlist)
         if note:
             notes.append(note)
     if notes:
         output["note"] = "; ".join(notes)
-    if header.get("oom"):
+    if result.oom:
         msg = (
             f"the command ran out of memory (session limit {ctx.limits.memory_bytes} bytes) "
             "and was killed; use less memory or ask for a larger session"
         )
         raise LimitExceeded(msg, output)
     if output["timed_out"]:
-        raise CallTimeout(timeout_message(header, spec, output), output)
+        raise CallTimeout(timeout_message(result, request, output), output)
     return output
 
 
-def timeout_message(header: dict[str, Any], spec: dict[str, Any], output: dict[str, Any]) -> str:
+def timeout_message(
+    result: protocol.ExecResult, request: protocol.Exec, output: dict[str, Any]
+) -> str:
     if output["reason"] == "deadline":
         return (
-            f"the command did not finish within {spec['timeout_s']:g} s; "
+            f"the command did not finish within {request.timeout_s:g} s; "
             "it and every process it started were killed"
         )
-    silent = f"the command printed nothing for {spec['idle_timeout_s']:g} s"
+    silent = f"the command printed nothing for {request.idle_timeout_s:g} s"
     if "process_id" in output:
         return (
             f"{silent}; is it waiting for input (see the last lines of its output)? "
@@ -263,7 +265,7 @@ def timeout_message(header: dict[str, Any], spec: dict[str, Any], output: dict[s
         )
     why = (
         "the session's background processes are at their maximum, so it"
-        if header.get("background_cap_hit")
+        if result.background_cap_hit
         else "it"
     )
     return f"{silent}; {why} and every process it started were killed"

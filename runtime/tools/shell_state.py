@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import posixpath
 from dataclasses import dataclass, field
-from typing import Any
 
+from runtime.agent import protocol
 from runtime.policy.allowlist import PathPolicy
 from runtime.tools.base import ToolContext
 
@@ -39,7 +39,7 @@ class ShellState:
 
     def record(
         self,
-        report: dict[str, Any],
+        report: protocol.ShellReport,
         sent_env: dict[str, str],
         persist_env: bool,
         policy: PathPolicy | None = None,
@@ -51,8 +51,8 @@ class ShellState:
         """
         policy = policy or PathPolicy()
         note = None
-        cwd = report.get("cwd")
-        if isinstance(cwd, str) and cwd:
+        cwd = report.cwd
+        if cwd:
             if cwd.startswith("/") and policy.allows(posixpath.normpath(cwd)):
                 self.cwd = cwd
             else:
@@ -60,8 +60,8 @@ class ShellState:
                     f"the command ended in {cwd}, outside the allowed directories "
                     f"({', '.join(policy.read_roots)}); the next call starts in {self.cwd}"
                 )
-        env = report.get("env")
-        if persist_env and isinstance(env, dict):
+        env = report.env
+        if persist_env and env is not None:
             for key, value in env.items():
                 if sent_env.get(key) != value:
                     self.env_set[key] = str(value)

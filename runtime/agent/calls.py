@@ -1,11 +1,10 @@
-"""toolrt's in-sandbox agent: the container's main process.
+"""The `exec` and `cancel` operations: commands, their output and their end.
 
-Started by `python3 -I /opt/toolrt/main.py`, as root with only SETUID,
-SETGID and KILL. It speaks framed messages (protocol.py) over the container's
-attached stdin/stdout and runs each command as the sandbox user under a
-per-call subreaper (procs.py). One thread, one selector loop: it never needs
-to fork or start a thread to kill, so it still answers under a fork bomb.
-When stdin closes (the daemon went away) it exits, and the container with it.
+Each command runs as the sandbox user under a per-call subreaper (procs.py);
+the agent watches its pipes, its deadline and its silence on the one
+selector loop (loop.py), and answers with exactly one ExecResult.
+
+Stdlib only, Python >= 3.9 (runs inside sandboxes).
 """
 
 from __future__ import annotations
@@ -18,190 +17,121 @@ import selectors
 import signal
 import sys
 import time
-from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
-# -I drops the script's directory from sys.path; this directory is a
-# read-only root-owned bind mount, so putting it back is safe.
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from . import procs, protocol
+from .background import Proc, Registry
+from .capture import READ_CHUNK, Capture
+from .ops import operation
 
-import background  # noqa: E402
-import files  # noqa: E402
-import procs  # noqa: E402
-import protocol  # noqa: E402
+if TYPE_CHECKING:
+    from .loop import Agent
 
 SANDBOX_UID = int(os.environ.get("TOOLRT_SANDBOX_UID", "1000"))
 SANDBOX_GID = int(os.environ.get("TOOLRT_SANDBOX_GID", "1000"))
-READ_CHUNK = 65536
-
-
-class Capture:
-    """Keeps the head and the tail of a stream within a byte cap."""
-
-    def __init__(self, cap: int, head_fraction: float) -> None:
-        self.head_cap = max(0, int(cap * head_fraction))
-        self.tail_cap = max(0, cap - self.head_cap)
-        self.head = bytearray()
-        self.tail = bytearray()
-        self.total = 0
-        self.dropped_lines = 0
-
-    def add(self, data: bytes) -> None:
-        self.total += len(data)
-        room = self.head_cap - len(self.head)
-        if room > 0:
-            self.head += data[:room]
-            data = data[room:]
-        if not data:
-            return
-        self.tail += data
-        # Trim lazily so a flood of small reads stays linear.
-        if len(self.tail) > 2 * self.tail_cap + READ_CHUNK:
-            self._trim()
-
-    def _trim(self) -> None:
-        excess = len(self.tail) - self.tail_cap
-        if excess > 0:
-            self.dropped_lines += self.tail.count(b"\n", 0, excess)
-            del self.tail[:excess]
-
-    def finish(self) -> dict[str, Any]:
-        self._trim()
-        return {
-            "head": len(self.head),
-            "tail": len(self.tail),
-            "total": self.total,
-            "dropped_lines": self.dropped_lines,
-        }
 
 
 class Call:
     """One running command and everything the loop tracks for it."""
 
-    def __init__(self, rid: int, spec: dict[str, Any]) -> None:
+    def __init__(self, rid: int, request: protocol.Exec) -> None:
         self.rid = rid
-        self.spec = spec
-        self.stream = bool(spec.get("stream"))
-        self.stream_budget = int(spec.get("stream_cap", 8 << 20))
-        cap = int(spec.get("output_cap", 1 << 20))
-        head = float(spec.get("head_fraction", 0.2))
-        self.captures = {"stdout": Capture(cap, head), "stderr": Capture(cap, head)}
+        self.request = request
+        # What bash runs: the user's command behind the state trap (background.wrap).
+        self.command = request.command
+        self.stream = request.stream
+        self.stream_budget = request.stream_cap
+        cap, head = request.output_cap, request.head_fraction
+        self.captures: Dict[str, Capture] = {
+            "stdout": Capture(cap, head),
+            "stderr": Capture(cap, head),
+        }
         self.reaper_pid = 0
         self.main_pid = 0
-        self.status: int | None = None
-        self.spawn_error: dict[str, Any] | None = None
+        self.status: Optional[int] = None
+        self.spawn_error: Optional[Dict[str, Any]] = None
         self.reaper_exited = False
-        self.deadline = time.monotonic() + float(spec.get("timeout_s", 60))
-        self.hard_deadline: float | None = None
+        self.deadline = time.monotonic() + request.timeout_s
+        self.hard_deadline: Optional[float] = None
         self.reason = ""  # why it was killed: "deadline", "cancelled", "shutdown"
         self.oom_before = procs.oom_kills()
-        self.fds: dict[int, str] = {}
+        self.fds: Dict[int, str] = {}
         self.status_buf = b""
         self.status_fd = -1
         self.done = False
         self.started = time.monotonic()
         # Silence detection: no output for idle_s → on_idle ("background" or "kill").
-        self.idle_s = float(spec.get("idle_timeout_s") or 0)
-        self.on_idle = str(spec.get("on_idle", "kill"))
+        self.idle_s = request.idle_timeout_s
+        self.on_idle = request.on_idle
+        self.idle_cap_hit = False
         self.last_output = self.started
         # `background` calls answer after a short settle time and never time out.
-        self.settle_at: float | None = None
-        if spec.get("background"):
-            self.settle_at = self.started + float(spec.get("settle_s", 0.5))
+        self.settle_at: Optional[float] = None
+        if request.background:
+            self.settle_at = self.started + request.settle_s
             self.deadline = float("inf")
             self.idle_s = 0.0
         # The FIFO the command's EXIT trap reports its directory (and env) to.
         self.state_fd = -1
         self.state_path = ""
         self.state_buf = bytearray()
-        self.shell_state: dict[str, Any] | None = None
+        self.shell_state: Optional[protocol.ShellReport] = None
         # Set once the call was answered but its processes kept running.
-        self.proc: background.Proc | None = None
+        self.proc: Optional[Proc] = None
 
 
-class Agent(background.BackgroundOps):
-    def __init__(self, proto_in: int, proto_out: int) -> None:
-        self.proto_in = proto_in
-        self.proto_out = proto_out
-        self.decoder = protocol.Decoder()
-        self.sel = selectors.DefaultSelector()
-        self.calls: dict[int, Call] = {}
-        self.by_reaper: dict[int, Call] = {}
-        self.handlers: dict[str, Callable[[int, dict[str, Any], bytes], None]] = {
-            "exec": self.op_exec,
-            "cancel": self.op_cancel,
-            "ping": self.op_ping,
-            "process_list": self.op_process_list,
-            "process_output": self.op_process_output,
-            "process_kill": self.op_process_kill,
-        }
-        self.background = background.Registry()
-        self.state_dir = background.make_state_dir()
-        self.handlers.update(files.handlers(self))
-        self.wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-        signal.set_wakeup_fd(wake_w)
-        signal.signal(signal.SIGCHLD, lambda *_: None)
-        self.sel.register(self.wake_r, selectors.EVENT_READ, ("wake", None))
-        self.sel.register(proto_in, selectors.EVENT_READ, ("proto", None))
+@operation(protocol.Exec)
+def op_exec(agent: Agent, rid: int, request: protocol.Exec, body: bytes) -> None:
+    agent.start_call(rid, request, body)
 
-    # -- protocol ---------------------------------------------------------
-    def send(self, header: dict[str, Any], body: bytes = b"") -> None:
-        data = memoryview(protocol.encode(header, body))
-        while data:
-            try:
-                n = os.write(self.proto_out, data)
-            except InterruptedError:
-                continue
-            data = data[n:]
 
-    def reply_error(self, rid: int, code: str, message: str) -> None:
-        self.send({"id": rid, "op": "error", "done": True, "code": code, "message": message})
+@operation(protocol.Cancel)
+def op_cancel(agent: Agent, rid: int, request: protocol.Cancel, body: bytes) -> None:
+    call = agent.calls.get(request.target)
+    if call is not None and not call.done:
+        agent.kill(call, request.reason)
+    agent.send(protocol.Cancelled(), rid)
 
-    def on_proto(self) -> bool:
-        try:
-            data = os.read(self.proto_in, 1 << 20)
-        except (BlockingIOError, InterruptedError):
-            return True
-        if not data:
-            return False
-        for header, body in self.decoder.feed(data):
-            rid = int(header.get("id", 0))
-            handler = self.handlers.get(str(header.get("op")))
-            if handler is None:
-                self.reply_error(rid, "INTERNAL", f"unknown op {header.get('op')!r}")
-                continue
-            try:
-                handler(rid, header, body)
-            except Exception as exc:  # noqa: BLE001 - one bad request must not end the agent
-                self.reply_error(rid, "INTERNAL", f"{type(exc).__name__}: {exc}")
-        return True
 
-    def op_ping(self, rid: int, header: dict[str, Any], body: bytes) -> None:
-        self.send({"id": rid, "op": "pong", "done": True})
+class CallOps:
+    """The agent's methods for running calls.
 
-    def op_cancel(self, rid: int, header: dict[str, Any], body: bytes) -> None:
-        call = self.calls.get(int(header["target"]))
-        if call is not None and not call.done:
-            self.kill(call, str(header.get("reason", "cancelled")))
-        self.send({"id": rid, "op": "cancelled", "done": True})
+    A mixin of `loop.Agent`, kept here so the loop stays readable; it uses
+    the agent's selector, `send` and `fail`, and background.BackgroundOps.
+    """
 
-    # -- exec -------------------------------------------------------------
-    def op_exec(self, rid: int, spec: dict[str, Any], body: bytes) -> None:
-        cap = int(spec.get("max_background", 8))
-        if spec.get("background") and not self.background.has_room(cap):
-            self.reply_error(
+    sel: selectors.BaseSelector
+    calls: Dict[int, Call]
+    by_reaper: Dict[int, Call]
+    proto_in: int
+    proto_out: int
+    wake_r: int
+    background: Registry
+
+    if TYPE_CHECKING:
+
+        def send(self, message: protocol.Message, rid: int, body: bytes = b"") -> None: ...
+        def fail(self, rid: int, code: str, message: str) -> None: ...
+        def wrap(self, call: Call) -> None: ...
+        def settle_state(self, call: Call) -> None: ...
+        def detach(self, call: Call, idle: bool) -> None: ...
+        def proc_update(self, proc: Proc) -> None: ...
+        def on_silence(self, call: Call) -> None: ...
+
+    def start_call(self, rid: int, request: protocol.Exec, body: bytes) -> None:
+        cap = request.max_background
+        if request.background and not self.background.has_room(cap):
+            self.fail(
                 rid,
-                "LIMIT_EXCEEDED",
+                protocol.LIMIT_EXCEEDED,
                 f"{cap} background processes are already running (the session's maximum); "
                 "stop one with process_kill",
             )
             return
-        call = Call(rid, spec)
-        spec["uid"], spec["gid"] = SANDBOX_UID, SANDBOX_GID
+        call = Call(rid, request)
         self.wrap(call)
-        merge = bool(spec.get("merge_output"))
         out_r, out_w = os.pipe2(os.O_CLOEXEC)
-        err_r, err_w = (out_r, out_w) if merge else os.pipe2(os.O_CLOEXEC)
+        err_r, err_w = (out_r, out_w) if request.merge_output else os.pipe2(os.O_CLOEXEC)
         status_r, status_w = os.pipe2(os.O_CLOEXEC)
         # Above the command's 0-3: dup2 onto itself would keep close-on-exec.
         high = fcntl.fcntl(status_w, fcntl.F_DUPFD_CLOEXEC, 10)
@@ -214,14 +144,14 @@ class Agent(background.BackgroundOps):
         )
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
         try:
-            pid = self.spawn(spec, stdin_r, out_w, err_w, status_w)
+            pid = self.spawn(call, stdin_r, out_w, err_w, status_w)
         except OSError as exc:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
             for fd in {out_r, out_w, err_r, err_w, status_r, status_w, stdin_r, stdin_w} - {-1}:
                 os.close(fd)
             self.settle_state(call)
-            code = "LIMIT_EXCEEDED" if exc.errno == errno.EAGAIN else "INTERNAL"
-            self.reply_error(rid, code, f"cannot start a process: {exc.strerror} (pids limit?)")
+            code = protocol.LIMIT_EXCEEDED if exc.errno == errno.EAGAIN else protocol.INTERNAL
+            self.fail(rid, code, f"cannot start a process: {exc.strerror} (pids limit?)")
             return
         if pid == 0:
             os.close(self.proto_in)
@@ -232,7 +162,7 @@ class Agent(background.BackgroundOps):
                         os.close(fd)
                     except OSError:
                         pass
-            procs.run_subreaper(spec, stdin_r, out_w, err_w, status_w)
+            procs.run_subreaper(self.launch(call), stdin_r, out_w, err_w, status_w)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
         for fd in {out_w, err_w, status_w, stdin_r}:
             os.close(fd)
@@ -251,13 +181,23 @@ class Agent(background.BackgroundOps):
             os.set_blocking(stdin_w, False)
             self.sel.register(stdin_w, selectors.EVENT_WRITE, ("stdin", [call, memoryview(body)]))
 
-    def spawn(
-        self, spec: dict[str, Any], stdin_r: int, out_w: int, err_w: int, status_w: int
-    ) -> int:
+    @staticmethod
+    def launch(call: Call) -> procs.Launch:
+        request = call.request
+        return procs.Launch(
+            command=call.command,
+            cwd=request.cwd,
+            env=request.env,
+            uid=SANDBOX_UID,
+            gid=SANDBOX_GID,
+            grace_s=request.grace_s,
+        )
+
+    def spawn(self, call: Call, stdin_r: int, out_w: int, err_w: int, status_w: int) -> int:
         """The call's subreaper: the C helper if it runs here, else a fork (0 in the child)."""
         if procs.NATIVE:
             try:
-                return procs.spawn_native(spec, stdin_r, out_w, err_w, status_w)
+                return procs.spawn_native(self.launch(call), stdin_r, out_w, err_w, status_w)
             except OSError as exc:
                 if exc.errno == errno.EAGAIN:
                     raise
@@ -295,9 +235,9 @@ class Agent(background.BackgroundOps):
         if call.stream and call.stream_budget > 0:
             chunk = data[: call.stream_budget]
             call.stream_budget -= len(chunk)
-            self.send({"id": call.rid, "op": "out", "stream": name}, chunk)
+            self.send(protocol.Output(stream=name), call.rid, chunk)
 
-    def on_stdin(self, fd: int, state: list[Any]) -> None:
+    def on_stdin(self, fd: int, state: List[Any]) -> None:
         call, view = state
         try:
             n = os.write(fd, view) if not call.done or call.proc else len(view)
@@ -383,52 +323,50 @@ class Agent(background.BackgroundOps):
         call.done = True
         self.calls.pop(call.rid, None)
         self.settle_state(call)
-        header: dict[str, Any] = {"id": call.rid, "op": "exit", "done": True}
         if call.spawn_error is not None:
             err_no = call.spawn_error.get("errno")
-            header["op"] = "error"
-            header["code"] = (
-                "LIMIT_EXCEEDED"
+            code = (
+                protocol.LIMIT_EXCEEDED
                 if err_no == errno.EAGAIN
-                else ("NOT_FOUND" if err_no == errno.ENOENT else "INTERNAL")
+                else (protocol.NOT_FOUND if err_no == errno.ENOENT else protocol.INTERNAL)
             )
-            header["message"] = f"cannot start the command: {call.spawn_error['spawn_error']}"
-            self.send(header)
+            why = call.spawn_error["spawn_error"]
+            self.fail(call.rid, code, f"cannot start the command: {why}")
             return
-        header["exit_code"] = self.exit_code(call)
-        header["killed"] = call.reason
-        header["background_cap_hit"] = bool(call.spec.get("idle_cap_hit"))
         after = procs.oom_kills()
-        header["oom"] = (
-            call.oom_before is not None and after is not None and after > call.oom_before
+        result = protocol.ExecResult(
+            call_id=call.request.call_id,
+            exit_code=self.exit_code(call),
+            killed=call.reason,
+            background_cap_hit=call.idle_cap_hit,
+            oom=call.oom_before is not None and after is not None and after > call.oom_before,
         )
-        if call.shell_state and not call.reason:
-            header["shell_state"] = call.shell_state
-        self.send_captured(call, header)
+        if call.shell_state is not None and not call.reason:
+            result.shell_state = call.shell_state
+        self.send_captured(call, result)
 
-    def exit_code(self, call: Call) -> int | None:
+    def exit_code(self, call: Call) -> Optional[int]:
         if call.status is not None:
             return procs.exit_code_of(call.status)
         if call.done and call.proc is not None and not call.reaper_exited:
             return None  # still running in the background
         return 128 + signal.SIGKILL
 
-    def send_captured(self, call: Call, header: dict[str, Any]) -> None:
+    def send_captured(self, call: Call, result: protocol.ExecResult) -> None:
         """Answer the call with the head and tail it captured so far."""
-        header["stdout"] = call.captures["stdout"].finish()
-        header["stderr"] = call.captures["stderr"].finish()
-        header["duration_ms"] = int((time.monotonic() - call.started) * 1000)
-        body = bytes(call.captures["stdout"].head) + bytes(call.captures["stdout"].tail)
-        body += bytes(call.captures["stderr"].head) + bytes(call.captures["stderr"].tail)
+        out, err = call.captures["stdout"], call.captures["stderr"]
+        result.stdout = out.finish()
+        result.stderr = err.finish()
+        result.duration_ms = int((time.monotonic() - call.started) * 1000)
+        body = bytes(out.head) + bytes(out.tail) + bytes(err.head) + bytes(err.tail)
         call.captures.clear()
-        self.send(header, body)
+        self.send(result, call.rid, body)
 
     def kill(self, call: Call, reason: str) -> None:
         if call.reason:
             return
         call.reason = reason
-        grace = float(call.spec.get("grace_s", 0.5))
-        call.hard_deadline = time.monotonic() + grace + 0.3
+        call.hard_deadline = time.monotonic() + call.request.grace_s + 0.3
         if call.reaper_exited:
             self.maybe_finish(call)
             return
@@ -452,9 +390,9 @@ class Agent(background.BackgroundOps):
                 call.reaper_exited = True
                 self.maybe_finish(call)
 
-    def check_deadlines(self) -> float | None:
+    def check_deadlines(self) -> Optional[float]:
         now = time.monotonic()
-        wait: float | None = None
+        wait: Optional[float] = None
         # Background processes being killed still need their hard deadline.
         calls = list(self.calls.values()) + [p.call for p in self.background.killing()]
         for call in calls:
@@ -488,7 +426,8 @@ class Agent(background.BackgroundOps):
                 wait = nxt - now if wait is None else min(wait, nxt - now)
         return None if wait is None else max(0.0, wait)
 
-    def next_check(self, call: Call) -> float | None:
+    @staticmethod
+    def next_check(call: Call) -> Optional[float]:
         if call.settle_at is not None:
             return call.settle_at
         if call.status is not None:
@@ -496,69 +435,3 @@ class Agent(background.BackgroundOps):
         if call.idle_s:
             return min(call.deadline, call.last_output + call.idle_s)
         return call.deadline
-
-    def run(self) -> None:
-        self.send(
-            {
-                "op": "hello",
-                "id": 0,
-                "version": protocol.VERSION,
-                "python": sys.version.split()[0],
-                "pid": os.getpid(),
-            }
-        )
-        while True:
-            try:
-                timeout = self.check_deadlines()
-            except Exception as exc:  # noqa: BLE001 - keep serving the other calls
-                print(f"agent: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
-                timeout = 0.05
-            for key, _ in self.sel.select(timeout):
-                try:
-                    if not self.dispatch(key):
-                        return
-                except Exception as exc:  # noqa: BLE001 - keep serving the other calls
-                    print(f"agent: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
-            try:
-                self.on_children()
-            except Exception as exc:  # noqa: BLE001 - keep serving the other calls
-                print(f"agent: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
-
-    def dispatch(self, key: selectors.SelectorKey) -> bool:
-        kind, data = key.data
-        if kind == "proto":
-            return self.on_proto()
-        if kind == "wake":
-            try:
-                while os.read(self.wake_r, 512):
-                    pass
-            except (BlockingIOError, InterruptedError):
-                pass
-            self.on_children()
-        elif kind == "out":
-            self.on_output(key.fd, data)
-        elif kind == "status":
-            self.on_status(key.fd, data)
-        elif kind == "state":
-            self.read_state(data)
-        elif kind == "stdin" and key.fd in self.sel.get_map():
-            self.on_stdin(key.fd, data)
-        return True
-
-
-def main() -> None:
-    os.umask(0o022)
-    # Keep the protocol on private descriptors so nothing started later can
-    # inherit fds 0/1 and speak (or listen) in the agent's name.
-    proto_in = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 10)
-    proto_out = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 10)
-    null = os.open(os.devnull, os.O_RDWR)
-    os.dup2(null, 0)
-    os.dup2(null, 1)
-    os.close(null)
-    os.set_blocking(proto_in, False)
-    Agent(proto_in, proto_out).run()
-
-
-if __name__ == "__main__":
-    main()

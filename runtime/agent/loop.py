@@ -1,0 +1,163 @@
+"""toolrt's in-sandbox agent: the container's main process.
+
+Started by `python3 -I /opt/toolrt/agent/main.py`, as root with only SETUID,
+SETGID and KILL. It speaks framed messages (protocol.py) over the container's
+attached stdin/stdout and dispatches each request to the operation
+registered for it (ops.py; the families are calls, background and files).
+One thread, one selector loop: it never needs to fork or start a thread to
+kill, so it still answers under a fork bomb. When stdin closes (the daemon
+went away) it exits, and the container with it.
+
+Stdlib only, Python >= 3.9 (runs inside sandboxes).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import selectors
+import signal
+import sys
+from typing import Dict
+
+from . import background, calls, files, protocol
+from .ops import OPERATIONS, operation
+
+# Imported for their registrations: every family's operations are known
+# before the first request is read.
+_FAMILIES = (background, calls, files)
+
+
+class Agent(calls.CallOps, background.BackgroundOps):
+    def __init__(self, proto_in: int, proto_out: int) -> None:
+        self.proto_in = proto_in
+        self.proto_out = proto_out
+        self.decoder = protocol.Decoder()
+        # The daemon's epoch from its latest hello, echoed in every frame.
+        self.epoch = 0
+        self.sel = selectors.DefaultSelector()
+        self.calls: Dict[int, calls.Call] = {}
+        self.by_reaper: Dict[int, calls.Call] = {}
+        self.background = background.Registry()
+        self.state_dir = background.make_state_dir()
+        self.wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        signal.set_wakeup_fd(wake_w)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        self.sel.register(self.wake_r, selectors.EVENT_READ, ("wake", None))
+        self.sel.register(proto_in, selectors.EVENT_READ, ("proto", None))
+
+    # -- protocol ---------------------------------------------------------
+    def send(self, message: protocol.Message, rid: int, body: bytes = b"") -> None:
+        data = memoryview(protocol.encode(message, rid, self.epoch, body))
+        while data:
+            try:
+                n = os.write(self.proto_out, data)
+            except InterruptedError:
+                continue
+            data = data[n:]
+
+    def fail(self, rid: int, code: str, message: str) -> None:
+        self.send(protocol.Failure(code=code, message=message), rid)
+
+    def on_proto(self) -> bool:
+        try:
+            data = os.read(self.proto_in, 1 << 20)
+        except (BlockingIOError, InterruptedError):
+            return True
+        if not data:
+            return False
+        for frame in self.decoder.feed(data):
+            self.dispatch_request(frame)
+        return True
+
+    def dispatch_request(self, frame: protocol.Frame) -> None:
+        if frame.op == protocol.Hello.OP:
+            self.epoch = frame.epoch
+        elif frame.epoch != self.epoch:
+            return  # written by an earlier daemon: nobody waits for its answer
+        entry = OPERATIONS.get(frame.op)
+        if entry is None:
+            self.fail(frame.request_id, protocol.INTERNAL, f"unknown op {frame.op[:40]!r}")
+            return
+        request_type, handler = entry
+        try:
+            request = frame.as_type(request_type)
+            handler(self, frame.request_id, request, frame.body)
+        except Exception as exc:  # noqa: BLE001 - one bad request must not end the agent
+            self.fail(frame.request_id, protocol.INTERNAL, f"{type(exc).__name__}: {exc}")
+
+    def run(self) -> None:
+        while True:
+            try:
+                timeout = self.check_deadlines()
+            except Exception as exc:  # noqa: BLE001 - keep serving the other calls
+                print(f"agent: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+                timeout = 0.05
+            for key, _ in self.sel.select(timeout):
+                try:
+                    if not self.dispatch(key):
+                        return
+                except Exception as exc:  # noqa: BLE001 - keep serving the other calls
+                    print(f"agent: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+            try:
+                self.on_children()
+            except Exception as exc:  # noqa: BLE001 - keep serving the other calls
+                print(f"agent: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+
+    def dispatch(self, key: selectors.SelectorKey) -> bool:
+        kind, data = key.data
+        if kind == "proto":
+            return self.on_proto()
+        if kind == "wake":
+            try:
+                while os.read(self.wake_r, 512):
+                    pass
+            except (BlockingIOError, InterruptedError):
+                pass
+            self.on_children()
+        elif kind == "out":
+            self.on_output(key.fd, data)
+        elif kind == "status":
+            self.on_status(key.fd, data)
+        elif kind == "state":
+            self.read_state(data)
+        elif kind == "stdin" and key.fd in self.sel.get_map():
+            self.on_stdin(key.fd, data)
+        return True
+
+
+@operation(protocol.Hello)
+def op_hello(agent: Agent, rid: int, request: protocol.Hello, body: bytes) -> None:
+    running = sorted({c.request.call_id for c in agent.calls.values() if c.request.call_id})
+    agent.send(
+        protocol.HelloReply(
+            version=protocol.VERSION,
+            python=sys.version.split()[0],
+            pid=os.getpid(),
+            running=running,
+        ),
+        rid,
+    )
+
+
+@operation(protocol.Ping)
+def op_ping(agent: Agent, rid: int, request: protocol.Ping, body: bytes) -> None:
+    agent.send(protocol.Pong(), rid)
+
+
+def main() -> None:
+    os.umask(0o022)
+    # Keep the protocol on private descriptors so nothing started later can
+    # inherit fds 0/1 and speak (or listen) in the agent's name.
+    proto_in = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 10)
+    proto_out = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 10)
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)
+    os.close(null)
+    os.set_blocking(proto_in, False)
+    Agent(proto_in, proto_out).run()
+
+
+if __name__ == "__main__":
+    main()

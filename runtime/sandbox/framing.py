@@ -1,0 +1,202 @@
+"""Request/response multiplexing with one agent over any byte stream.
+
+One asyncio connection per sandbox: requests carry ids, a single reader
+task decodes the agent's frames and resolves the waiting request. The
+transport is whatever the backend has: Docker's attach stream (stdout and
+stderr interleaved behind 8-byte headers), or a child process's pipes.
+No thread per session, no engine API call per tool call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from runtime.agent import protocol
+from runtime.errors import SandboxLost
+
+log = logging.getLogger(__name__)
+
+# Called (on the event loop, in order) with each frame the agent streams
+# before its final answer; it must not block.
+FrameSink = Callable[[protocol.Frame], None]
+
+
+class ByteSource(Protocol):
+    """The agent's output: the next bytes it wrote, b"" once it is gone."""
+
+    async def read(self) -> bytes: ...
+
+
+class ByteSink(Protocol):
+    """The agent's input (asyncio.StreamWriter has this shape)."""
+
+    def write(self, data: bytes) -> None: ...
+
+    async def drain(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class FrameChannel(Protocol):
+    """What the typed client needs of a connection to an agent."""
+
+    @property
+    def lost(self) -> str:
+        """Why the agent is gone ("" while it answers)."""
+        ...
+
+    def next_id(self) -> int: ...
+
+    async def request(
+        self,
+        message: protocol.Message,
+        body: bytes = b"",
+        on_event: FrameSink | None = None,
+        request_id: int | None = None,
+    ) -> protocol.Frame:
+        """Send one request; the frame that ends it (a reply or a Failure)."""
+        ...
+
+    async def cancel(self, request_id: int, reason: str) -> None: ...
+
+    def abort(self, reason: str) -> None:
+        """Fail every pending request now with SANDBOX_LOST (`reason`)."""
+        ...
+
+
+class DockerAttachSource:
+    """The agent's stdout out of Docker's multiplexed attach stream."""
+
+    HEADER = 8
+
+    def __init__(self, reader: asyncio.StreamReader, name: str) -> None:
+        self._reader = reader
+        self._name = name
+
+    async def read(self) -> bytes:
+        while True:
+            try:
+                head = await self._reader.readexactly(self.HEADER)
+                payload = await self._reader.readexactly(int.from_bytes(head[4:8], "big"))
+            except asyncio.IncompleteReadError:
+                return b""
+            if head[0] == 2:
+                log.debug("agent %s stderr: %r", self._name, payload[:500])
+                continue
+            if payload:
+                return payload
+
+
+@dataclass
+class _Pending:
+    future: asyncio.Future[protocol.Frame]
+    on_event: FrameSink | None = None
+
+
+class AgentConnection:
+    """Frames to and from one agent; implements FrameChannel."""
+
+    def __init__(self, name: str, source: ByteSource, sink: ByteSink, epoch: int) -> None:
+        self.name = name
+        self._source = source
+        self._sink = sink
+        self._epoch = epoch
+        self._decoder = protocol.Decoder()
+        self._pending: dict[int, _Pending] = {}
+        self._ids = itertools.count(1)
+        self._task: asyncio.Task[None] | None = None
+        self._lost = ""
+
+    @property
+    def lost(self) -> str:
+        return self._lost
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._read_loop(), name=f"agent-{self.name}")
+
+    def next_id(self) -> int:
+        return next(self._ids)
+
+    async def request(
+        self,
+        message: protocol.Message,
+        body: bytes = b"",
+        on_event: FrameSink | None = None,
+        request_id: int | None = None,
+    ) -> protocol.Frame:
+        if self._lost:
+            raise SandboxLost(self._lost)
+        rid = self.next_id() if request_id is None else request_id
+        future: asyncio.Future[protocol.Frame] = asyncio.get_running_loop().create_future()
+        self._pending[rid] = _Pending(future, on_event)
+        try:
+            self._sink.write(protocol.encode(message, rid, self._epoch, body))
+            if len(body) > 65536:
+                await self._sink.drain()
+            return await future
+        finally:
+            self._pending.pop(rid, None)
+
+    async def cancel(self, request_id: int, reason: str) -> None:
+        if self._lost:
+            return
+        frame = protocol.encode(
+            protocol.Cancel(target=request_id, reason=reason), self.next_id(), self._epoch
+        )
+        with contextlib.suppress(ConnectionError, RuntimeError):
+            self._sink.write(frame)
+
+    def abort(self, reason: str) -> None:
+        if not self._lost:
+            self._lost = reason
+        for pending in list(self._pending.values()):
+            if not pending.future.done():
+                pending.future.set_exception(SandboxLost(self._lost))
+
+    def close(self) -> None:
+        self.abort(self._lost or "session closed")
+        if self._task is not None:
+            self._task.cancel()
+        with contextlib.suppress(Exception):
+            self._sink.close()
+
+    async def _read_loop(self) -> None:
+        reason = "the sandbox's agent stopped answering (container exited or was removed)"
+        try:
+            while True:
+                data = await self._source.read()
+                if not data:
+                    break
+                for frame in self._decoder.feed(data):
+                    self._dispatch(frame)
+        except asyncio.CancelledError:
+            reason = self._lost or "session closed"
+            raise
+        except (ConnectionError, OSError):
+            pass
+        except protocol.FrameError as exc:
+            reason = f"the sandbox's agent broke protocol: {exc}"
+        finally:
+            self.abort(reason)
+
+    def _dispatch(self, frame: protocol.Frame) -> None:
+        if frame.epoch != self._epoch:
+            log.debug("agent %s: dropped a frame of epoch %d", self.name, frame.epoch)
+            return
+        pending = self._pending.get(frame.request_id)
+        if pending is None or pending.future.done():
+            return  # a request given up on (cancelled) still gets its answer
+        if frame.op in _EVENTS:
+            if pending.on_event is not None:
+                pending.on_event(frame)
+        else:
+            pending.future.set_result(frame)
+
+
+_EVENTS = frozenset(event.OP for event in protocol.EVENTS)
