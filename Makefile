@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 ENGINE_STAMP := .engine-ok
 
-.PHONY: help venv proto proto-check engine helper image run test test-fast lint bench clean
+.PHONY: help venv proto proto-check floors engine helper image run test test-fast lint bench clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -24,6 +24,9 @@ proto: $(STAMP) ## regenerate runtime/_proto from proto/
 
 proto-check: proto ## fail if the committed stubs differ from proto/
 	git diff --exit-code -- runtime/_proto
+
+floors: ## install the runtime dependencies at their declared floors in a scratch venv, import the daemon
+	$(PYTHON) scripts/check_floors.py
 
 engine: ## make sure a Docker engine answers (installs docker.io as root when missing)
 	@docker info >/dev/null 2>&1 || bash scripts/ensure-docker.sh
