@@ -24,6 +24,8 @@ proto: $(STAMP) ## regenerate runtime/_proto from proto/
 
 proto-check: proto ## fail if the committed stubs differ from proto/
 	git diff --exit-code -- runtime/_proto
+	@new=$$(git ls-files --others --exclude-standard -- runtime/_proto); \
+	if [ -n "$$new" ]; then echo "generated but not committed: $$new"; exit 1; fi
 
 floors: ## install the runtime dependencies at their declared floors in a scratch venv, import the daemon
 	$(PYTHON) scripts/check_floors.py
