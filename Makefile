@@ -1,4 +1,4 @@
-# The only entry point: CI calls `make test` (through .ci/run). `make help` lists targets.
+# The only entry point: CI (.ci/run) calls lint, proto-check, floors and test. `make help` lists targets.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
