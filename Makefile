@@ -1,4 +1,4 @@
-# The only entry point: CI calls `make test` (through .ci/run). `make help` lists targets.
+# The only entry point: CI (.ci/run) calls lint, proto-check, floors and test. `make help` lists targets.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -6,10 +6,10 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 ENGINE_STAMP := .engine-ok
 
-.PHONY: help venv proto proto-check engine helper image run test test-fast lint bench clean
+.PHONY: help venv proto proto-check floors engine helper image run test test-fast lint bench clean
 
 help: ## list targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+	@grep -hE '^[a-zA-Z0-9_.-]+:([^=].*)?## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,11 @@ proto: $(STAMP) ## regenerate runtime/_proto from proto/
 
 proto-check: proto ## fail if the committed stubs differ from proto/
 	git diff --exit-code -- runtime/_proto
+	@new=$$(git ls-files --others --exclude-standard -- runtime/_proto); \
+	if [ -n "$$new" ]; then echo "generated but not committed: $$new"; exit 1; fi
+
+floors: ## install the runtime dependencies at their declared floors in a scratch venv, import the daemon
+	$(PYTHON) scripts/check_floors.py
 
 engine: ## make sure a Docker engine answers (installs docker.io as root when missing)
 	@docker info >/dev/null 2>&1 || bash scripts/ensure-docker.sh
