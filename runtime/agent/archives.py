@@ -15,11 +15,9 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-import posixpath
 import stat
 import tarfile
 import uuid
-from typing import Any, Callable
 
 from . import protocol
 from .files import (
@@ -30,7 +28,7 @@ from .files import (
     open_dir,
     open_parent,
 )
-from .protocol import INVALID_ARGUMENTS, LIMIT_EXCEEDED, NOT_FOUND
+from .protocol import INVALID_ARGUMENTS, LIMIT_EXCEEDED
 
 
 def _check_member(member: tarfile.TarInfo, names: set[str]) -> str:
@@ -131,16 +129,32 @@ def _extract_into(
             os.close(parent)
 
 
-def _links_stay_inside(root: str, members: list[tuple[str, tarfile.TarInfo]]) -> None:
-    """Resolve every extracted symlink for real: chains must not leave `root`."""
+def _links_stay_inside(staging: str, dest: str, members: list[tuple[str, tarfile.TarInfo]]) -> None:
+    """Resolve every extracted symlink for real, twice: among the archive's
+    own entries (chains of its links), then in the destination as it is,
+    whose existing links the target may pass through. Neither may leave."""
     for clean, member in members:
-        if member.issym():
-            real = os.path.realpath(root + "/" + clean)
-            if real != root and not real.startswith(root + "/"):
-                raise FileOpError(
-                    INVALID_ARGUMENTS,
-                    f"archive member {member.name!r}: link points outside the root",
-                )
+        if not member.issym():
+            continue
+        real = os.path.realpath(staging + "/" + clean)
+        inside = _within(real, staging)
+        if inside is not None:
+            real = os.path.realpath(dest + "/" + inside if inside else dest)
+            inside = _within(real, dest)
+        if inside is None:
+            raise FileOpError(
+                INVALID_ARGUMENTS,
+                f"archive member {member.name!r}: link points outside the root ({real})",
+            )
+
+
+def _within(path: str, root: str) -> str | None:
+    """`path` relative to `root` ("" for root itself), None when outside it."""
+    if path == root:
+        return ""
+    if path.startswith(root + "/"):
+        return path[len(root) + 1 :]
+    return None
 
 
 def _move_into_place(staging: str, dest: str, members: list[tuple[str, tarfile.TarInfo]]) -> None:
@@ -207,7 +221,7 @@ def _unpack(
         os.mkdir(staging_name, 0o700, dir_fd=parent)
         try:
             _extract_into(tar, members, staging)
-            _links_stay_inside(staging, members)
+            _links_stay_inside(staging, dest, members)
             _move_into_place(staging, dest, members)
         finally:
             _rmtree(parent, staging_name)
@@ -247,55 +261,3 @@ def extract(request: protocol.Extract, body: bytes) -> protocol.Transferred:
         raise
     files = sum(1 for _, m in members if not m.isdir())
     return protocol.Transferred(files=files, bytes=total)
-
-
-class _ChunkWriter(io.RawIOBase):
-    """A write-only file that hands out CHUNK-sized pieces as they fill."""
-
-    def __init__(self, emit: Callable[[bytes], None], cap: int) -> None:
-        self.buf = bytearray()
-        self.emit = emit
-        self.total = 0
-        self.cap = cap
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, data: Any) -> int:
-        size = len(data)
-        self.total += size
-        if self.total > self.cap:
-            raise FileOpError(LIMIT_EXCEEDED, f"the archive exceeds {self.cap} bytes")
-        self.buf += data
-        while len(self.buf) >= CHUNK:
-            self.emit(bytes(self.buf[:CHUNK]))
-            del self.buf[:CHUNK]
-        return size
-
-    def flush_all(self) -> None:
-        if self.buf:
-            self.emit(bytes(self.buf))
-            self.buf.clear()
-
-
-def archive(request: protocol.Archive, emit: Callable[[bytes], None]) -> protocol.Transferred:
-    """Tar the given paths (resolved; symlinks stored, not followed), streamed."""
-    writer = _ChunkWriter(emit, request.max_bytes)
-    count = 0
-    with tarfile.open(fileobj=writer, mode="w|", format=tarfile.PAX_FORMAT) as tar:
-        for path in request.paths:
-            real = os.path.realpath(path)
-            if not os.path.lexists(real):
-                raise FileOpError(NOT_FOUND, f"{path}: no such file or directory")
-            arcname = posixpath.basename(real.rstrip("/")) or "."
-
-            def count_member(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
-                nonlocal count
-                if not (info.isfile() or info.isdir() or info.issym() or info.islnk()):
-                    return None
-                count += 1
-                return info
-
-            tar.add(real, arcname=arcname, recursive=True, filter=count_member)
-    writer.flush_all()
-    return protocol.Transferred(files=count, bytes=writer.total)

@@ -208,13 +208,15 @@ def read(request: protocol.Read, body: bytes) -> Tuple[protocol.ReadReply, bytes
             data = f.read(max_bytes + 1)
             if len(data) > max_bytes:
                 raise FileOpError(LIMIT_EXCEEDED, f"{path}: larger than the {max_bytes}-byte limit")
-            return protocol.ReadReply(size=st.st_size), data
+            return protocol.ReadReply(size=st.st_size, links=st.st_nlink), data
         binary = b"\x00" in f.read(8192)
         if binary:
-            return protocol.ReadReply(size=st.st_size, binary=True), b""
+            return protocol.ReadReply(size=st.st_size, links=st.st_nlink, binary=True), b""
         f.seek(0)
         total, truncated, kept = _line_window(f, request.offset, request.limit, max_bytes)
-    reply = protocol.ReadReply(size=st.st_size, total_lines=total, truncated=truncated)
+    reply = protocol.ReadReply(
+        size=st.st_size, links=st.st_nlink, total_lines=total, truncated=truncated
+    )
     return reply, bytes(kept)
 
 
@@ -384,7 +386,12 @@ def op_archive(agent: Agent, rid: int, request: protocol.Archive, body: bytes) -
     def emit(chunk: bytes) -> None:
         agent.send(protocol.ArchiveChunk(), rid, chunk)
 
-    answer(agent, rid, lambda: (_archives().archive(request, emit), b""))
+    def run() -> Tuple[protocol.Message, bytes]:
+        from . import pack
+
+        return pack.archive(request, emit), b""
+
+    answer(agent, rid, run)
 
 
 def _archives() -> Any:

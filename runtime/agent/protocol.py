@@ -274,6 +274,8 @@ class Read(Message):
 class ReadReply(Message):
     OP: ClassVar[str] = "content"
     size: int = 0
+    # Hard links to the file: another name may be one a deny glob covers.
+    links: int = 1
     binary: bool = False
     total_lines: int = 0
     truncated: bool = False

@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from runtime.agent import protocol
-from runtime.errors import InvalidArguments
+from runtime.errors import InvalidArguments, PathDenied
 from runtime.policy.allowlist import WORKSPACE, normalize
 from runtime.tools.base import Tool, ToolContext
 from runtime.tools.validation import no_nul
@@ -92,6 +92,20 @@ async def checked_path(ctx: ToolContext, path: str, write: bool = False) -> tupl
     return item.path, item.type
 
 
+def refuse_hard_links(ctx: ToolContext, path: str, reply: protocol.ReadReply) -> None:
+    """Deny globs name paths; a hard link gives a denied file a second name.
+
+    So while deny globs are set, the file tools read no file with other
+    links (what a glob cannot see, they do not show).
+    """
+    if ctx.allowlist.deny_globs and reply.links > 1:
+        msg = (
+            f"{path} has {reply.links - 1} other hard link(s); this session's deny globs "
+            "are set, so file tools do not read hard-linked files (copy it instead)"
+        )
+        raise PathDenied(msg)
+
+
 def decode_text(data: bytes, cut: bool) -> str | None:
     """UTF-8 text, or None for binary data (a cut may split one character)."""
     try:
@@ -112,6 +126,7 @@ async def read_file(ctx: ToolContext, args: ReadFileArgs) -> dict[str, Any]:
             max_bytes=ctx.limits.output_cap_bytes,
         )
     )
+    refuse_hard_links(ctx, resolved, reply)
     text = None if reply.binary else decode_text(body, reply.truncated)
     return {
         "content": text or "",
@@ -161,7 +176,10 @@ def unified_diff(before: str, after: str, path: str) -> str:
 async def edit_file(ctx: ToolContext, args: EditFileArgs) -> dict[str, Any]:
     resolved, _ = await checked_path(ctx, args.path, write=True)
     ctx.allowlist.check(resolved)  # edit_file reads the file too
-    _, data = await ctx.agent.read(protocol.Read(path=resolved, raw=True, max_bytes=MAX_EDIT_BYTES))
+    reply, data = await ctx.agent.read(
+        protocol.Read(path=resolved, raw=True, max_bytes=MAX_EDIT_BYTES)
+    )
+    refuse_hard_links(ctx, resolved, reply)
     before = decode_text(data, cut=False)
     if before is None:
         msg = f"{resolved} is not UTF-8 text; edit_file only edits text files"

@@ -1,0 +1,136 @@
+"""Tar archives out of the sandbox (DownloadFiles), as the sandbox user.
+
+Every path is opened by walking from `/` with O_NOFOLLOW (files.open_parent)
+and everything below it through directory descriptors (os.fwalk without
+following links), so a directory renamed or swapped for a symlink while the
+archive is written is never followed out of the tree that was asked for.
+Symlinks are stored as links; sockets, FIFOs and devices are left out.
+
+Stdlib only, Python >= 3.9 (runs inside sandboxes).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import posixpath
+import stat
+import tarfile
+from typing import Any, Callable, Optional
+
+from . import protocol
+from .files import CHUNK, FileOpError, open_parent, os_failure
+from .protocol import LIMIT_EXCEEDED
+
+OPEN_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class _ChunkWriter(io.RawIOBase):
+    """A write-only file that hands out CHUNK-sized pieces as they fill."""
+
+    def __init__(self, emit: Callable[[bytes], None], cap: int) -> None:
+        self.buf = bytearray()
+        self.emit = emit
+        self.total = 0
+        self.cap = cap
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        size = len(data)
+        self.total += size
+        if self.total > self.cap:
+            raise FileOpError(LIMIT_EXCEEDED, f"the archive exceeds {self.cap} bytes")
+        self.buf += data
+        while len(self.buf) >= CHUNK:
+            self.emit(bytes(self.buf[:CHUNK]))
+            del self.buf[:CHUNK]
+        return size
+
+    def flush_all(self) -> None:
+        if self.buf:
+            self.emit(bytes(self.buf))
+            self.buf.clear()
+
+
+class _Packer:
+    def __init__(self, tar: tarfile.TarFile) -> None:
+        self.tar = tar
+        self.count = 0
+
+    def add(self, dir_fd: int, name: str, arcname: str, path: str) -> Optional[os.stat_result]:
+        """Add entry `name` of `dir_fd`; its stat when it is a directory to descend."""
+        st = os.lstat(name, dir_fd=dir_fd)
+        info = tarfile.TarInfo(arcname)
+        info.mode = stat.S_IMODE(st.st_mode)
+        info.uid, info.gid, info.mtime = st.st_uid, st.st_gid, int(st.st_mtime)
+        if stat.S_ISDIR(st.st_mode):
+            info.type = tarfile.DIRTYPE
+            self._add(info)
+            return st
+        if stat.S_ISLNK(st.st_mode):
+            info.type = tarfile.SYMTYPE
+            info.linkname = os.readlink(name, dir_fd=dir_fd)
+            self._add(info)
+        elif stat.S_ISREG(st.st_mode):
+            fd = os.open(name, OPEN_FILE, dir_fd=dir_fd)
+            with os.fdopen(fd, "rb") as f:
+                now = os.fstat(fd)
+                if not stat.S_ISREG(now.st_mode) or (now.st_dev, now.st_ino) != (
+                    st.st_dev,
+                    st.st_ino,
+                ):
+                    raise FileOpError(
+                        protocol.PATH_DENIED, f"{path}: replaced while it was being archived"
+                    )
+                info.size = now.st_size
+                self._add(info, f)
+        return None
+
+    def _add(self, info: tarfile.TarInfo, fileobj: Any = None) -> None:
+        self.tar.addfile(info, fileobj)
+        self.count += 1
+
+    def tree(self, path: str) -> None:
+        parent, name = open_parent(path)
+        try:
+            arcname = posixpath.basename(path.rstrip("/")) or "."
+            top = self.add(parent, name, arcname, path)
+            if top is None:
+                return
+            dfd = os.open(name, OPEN_DIR, dir_fd=parent)
+        finally:
+            os.close(parent)
+        try:
+            if (os.fstat(dfd).st_dev, os.fstat(dfd).st_ino) != (top.st_dev, top.st_ino):
+                raise FileOpError(
+                    protocol.PATH_DENIED, f"{path}: replaced while it was being archived"
+                )
+            self._below(dfd, arcname, path)
+        finally:
+            os.close(dfd)
+
+    def _below(self, dfd: int, arcname: str, path: str) -> None:
+        def fail(exc: OSError) -> None:
+            raise os_failure(exc, getattr(exc, "filename", None) or path)
+
+        for dirpath, dirnames, filenames, walk_fd in os.fwalk(
+            ".", dir_fd=dfd, follow_symlinks=False, onerror=fail
+        ):
+            dirnames.sort()
+            for entry in sorted(dirnames + filenames):
+                rel = posixpath.normpath(posixpath.join(dirpath, entry))
+                self.add(walk_fd, entry, f"{arcname}/{rel}", f"{path}/{rel}")
+
+
+def archive(request: protocol.Archive, emit: Callable[[bytes], None]) -> protocol.Transferred:
+    """Tar the given (resolved) paths, streamed in chunks."""
+    writer = _ChunkWriter(emit, request.max_bytes)
+    with tarfile.open(fileobj=writer, mode="w|", format=tarfile.PAX_FORMAT) as tar:
+        packer = _Packer(tar)
+        for path in request.paths:
+            packer.tree(path)
+    writer.flush_all()
+    return protocol.Transferred(files=packer.count, bytes=writer.total)
