@@ -19,7 +19,7 @@ import stat
 import tarfile
 import uuid
 
-from . import protocol
+from . import budget, protocol
 from .files import (
     CHUNK,
     FileOpError,
@@ -91,6 +91,7 @@ def _extract_into(
     """Write the members below `root` (a fresh directory), never following links."""
     files: dict[str, tarfile.TarInfo] = {}
     for clean, member in members:
+        budget.check("unpacking the archive")
         if not clean:
             continue
         parent, name = open_parent(root + "/" + clean, create=True)
@@ -120,6 +121,7 @@ def _extract_into(
             )
             with os.fdopen(fd, "wb") as out:
                 while data is not None:
+                    budget.check("unpacking the archive")
                     chunk = data.read(CHUNK)
                     if not chunk:
                         break
@@ -204,6 +206,18 @@ def _first_missing(path: str) -> str:
     return ""
 
 
+def _free_bytes(path: str) -> int | None:
+    """Free bytes of the filesystem `path` is (or will be) on; None if unknown."""
+    while path:
+        try:
+            vfs = os.statvfs(path)
+        except OSError:
+            path = path.rsplit("/", 1)[0]
+            continue
+        return vfs.f_bavail * vfs.f_frsize
+    return None
+
+
 def _unpack(
     tar: tarfile.TarFile, members: list[tuple[str, tarfile.TarInfo]], dest: str, total: int
 ) -> None:
@@ -232,20 +246,29 @@ def _unpack(
 def extract(request: protocol.Extract, body: bytes) -> protocol.Transferred:
     """Unpack a tar archive below `dest`: every member checked, all or nothing."""
     dest = request.dest.rstrip("/") or "/"
-    try:
-        tar = tarfile.open(fileobj=io.BytesIO(body), mode="r:*")
-        infos = tar.getmembers()
-    except (tarfile.TarError, EOFError, OSError) as exc:
-        raise FileOpError(INVALID_ARGUMENTS, f"not a readable tar archive: {exc}") from None
     members: list[tuple[str, tarfile.TarInfo]] = []
     names: set[str] = set()
     total = 0
-    for info in infos:
-        clean = _check_member(info, names)
-        if info.isfile():
-            names.add(clean)
-            total += info.size
-        members.append((clean, info))
+    # Members are read one header at a time and their sizes summed as they
+    # come: a compressed bomb is refused at the header that overflows the
+    # free space, not after decompressing all of it.
+    room = _free_bytes(dest)
+    try:
+        tar = tarfile.open(fileobj=io.BytesIO(body), mode="r:*")
+        for info in tar:
+            budget.check("reading the archive")
+            clean = _check_member(info, names)
+            if info.isfile():
+                names.add(clean)
+                total += info.size
+                if room is not None and total > room:
+                    raise FileOpError(
+                        LIMIT_EXCEEDED,
+                        f"the archive holds more than the {room} bytes free in {dest}",
+                    )
+            members.append((clean, info))
+    except (tarfile.TarError, EOFError, OSError) as exc:
+        raise FileOpError(INVALID_ARGUMENTS, f"not a readable tar archive: {exc}") from None
     created = _first_missing(dest)
     os.close(open_dir(dest, create=True))
     try:

@@ -90,6 +90,9 @@ def op_cancel(agent: Agent, rid: int, request: protocol.Cancel, body: bytes) -> 
     call = agent.calls.get(request.target)
     if call is not None and not call.done:
         agent.kill(call, request.reason)
+    file_op = agent.file_ops.get(request.target)
+    if file_op is not None:
+        file_op.set()
     agent.send(protocol.Cancelled(), rid)
 
 

@@ -18,15 +18,10 @@ import errno
 import os
 import posixpath
 import stat
-import sys
-from typing import TYPE_CHECKING, Any, Callable, Iterator, List, Tuple, Type
+from typing import Any, Iterator, List, Tuple
 
-from . import protocol
-from .ops import operation
+from . import budget, protocol
 from .protocol import INTERNAL, INVALID_ARGUMENTS, LIMIT_EXCEEDED, NOT_FOUND, PATH_DENIED
-
-if TYPE_CHECKING:
-    from .loop import Agent
 
 SANDBOX_UID = int(os.environ.get("TOOLRT_SANDBOX_UID", "1000"))
 SANDBOX_GID = int(os.environ.get("TOOLRT_SANDBOX_GID", "1000"))
@@ -235,6 +230,7 @@ def _line_window(f: Any, first: int, limit: int, max_bytes: int) -> tuple[int, b
     truncated = False
     last = b""
     while True:
+        budget.check("reading the file")
         chunk = f.read(CHUNK)
         if not chunk:
             break
@@ -331,6 +327,7 @@ def list_dir(request: protocol.ListDir, body: bytes) -> Tuple[protocol.Listing, 
             ".", dir_fd=rfd, follow_symlinks=False
         ):
             dirnames.sort()
+            budget.check("listing the directory")
             base = posixpath.normpath(posixpath.join(top, dirpath))
             for name in sorted(dirnames + filenames):
                 if len(entries) >= cap:
@@ -353,73 +350,3 @@ def list_dir(request: protocol.ListDir, body: bytes) -> Tuple[protocol.Listing, 
     finally:
         os.close(rfd)
     return protocol.Listing(entries=entries, truncated=truncated), b""
-
-
-# -- registration -------------------------------------------------------------
-FileOp = Callable[[Any, bytes], Tuple[protocol.Message, bytes]]
-
-
-def _register(request_type: Type[protocol.Message], fn: FileOp) -> None:
-    def handle(agent: Agent, rid: int, request: protocol.Message, body: bytes) -> None:
-        answer(agent, rid, lambda: fn(request, body))
-
-    operation(request_type)(handle)
-
-
-for _request_type, _fn in (
-    (protocol.Resolve, resolve),
-    (protocol.Read, read),
-    (protocol.Write, write),
-    (protocol.Unlink, unlink),
-    (protocol.ListDir, list_dir),
-):
-    _register(_request_type, _fn)
-
-
-@operation(protocol.Extract)
-def op_extract(agent: Agent, rid: int, request: protocol.Extract, body: bytes) -> None:
-    answer(agent, rid, lambda: (_archives().extract(request, body), b""))
-
-
-@operation(protocol.Archive)
-def op_archive(agent: Agent, rid: int, request: protocol.Archive, body: bytes) -> None:
-    def emit(chunk: bytes) -> None:
-        agent.send(protocol.ArchiveChunk(), rid, chunk)
-
-    def run() -> Tuple[protocol.Message, bytes]:
-        from . import pack
-
-        return pack.archive(request, emit), b""
-
-    answer(agent, rid, run)
-
-
-def _archives() -> Any:
-    # Imported on first use: tarfile (and the compression modules it pulls
-    # in) costs the agent megabytes.
-    from . import archives
-
-    return archives
-
-
-def _tar_errors() -> Tuple[Type[BaseException], ...]:
-    tarfile = sys.modules.get("tarfile")
-    return (tarfile.TarError, EOFError) if tarfile is not None else (EOFError,)
-
-
-def answer(agent: Agent, rid: int, fn: Callable[[], Tuple[protocol.Message, bytes]]) -> None:
-    """Run a file op as the sandbox user and answer it exactly once."""
-    try:
-        with as_sandbox_user():
-            reply, data = fn()
-    except FileOpError as exc:
-        agent.fail(rid, exc.code, exc.message)
-        return
-    except OSError as exc:
-        failure = os_failure(exc, getattr(exc, "filename", None) or "path")
-        agent.fail(rid, failure.code, failure.message)
-        return
-    except _tar_errors() as exc:
-        agent.fail(rid, INVALID_ARGUMENTS, f"broken tar archive: {exc}")
-        return
-    agent.send(reply, rid, data)

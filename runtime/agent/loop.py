@@ -18,14 +18,15 @@ import os
 import selectors
 import signal
 import sys
+import threading
 from typing import Dict
 
-from . import background, calls, files, protocol
+from . import background, calls, file_ops, protocol
 from .ops import OPERATIONS, operation
 
 # Imported for their registrations: every family's operations are known
 # before the first request is read.
-_FAMILIES = (background, calls, files)
+_FAMILIES = (background, calls, file_ops)
 
 
 class Agent(calls.CallOps, background.BackgroundOps):
@@ -38,6 +39,10 @@ class Agent(calls.CallOps, background.BackgroundOps):
         self.sel = selectors.DefaultSelector()
         self.calls: Dict[int, calls.Call] = {}
         self.by_reaper: Dict[int, calls.Call] = {}
+        # File and archive operations running on their threads, by request id.
+        self.file_ops: Dict[int, threading.Event] = {}
+        # Those threads answer too: one frame at a time on the wire.
+        self.send_lock = threading.Lock()
         self.background = background.Registry()
         self.state_dir = background.make_state_dir()
         self.wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
@@ -49,12 +54,13 @@ class Agent(calls.CallOps, background.BackgroundOps):
     # -- protocol ---------------------------------------------------------
     def send(self, message: protocol.Message, rid: int, body: bytes = b"") -> None:
         data = memoryview(protocol.encode(message, rid, self.epoch, body))
-        while data:
-            try:
-                n = os.write(self.proto_out, data)
-            except InterruptedError:
-                continue
-            data = data[n:]
+        with self.send_lock:
+            while data:
+                try:
+                    n = os.write(self.proto_out, data)
+                except InterruptedError:
+                    continue
+                data = data[n:]
 
     def fail(self, rid: int, code: str, message: str) -> None:
         self.send(protocol.Failure(code=code, message=message), rid)

@@ -18,7 +18,7 @@ import stat
 import tarfile
 from typing import Any, Callable, Optional
 
-from . import protocol
+from . import budget, protocol
 from .files import CHUNK, FileOpError, open_parent, os_failure
 from .protocol import LIMIT_EXCEEDED
 
@@ -55,6 +55,18 @@ class _ChunkWriter(io.RawIOBase):
             self.buf.clear()
 
 
+class _Checked:
+    """A file whose reads stop when the operation's budget is spent."""
+
+    def __init__(self, f: Any) -> None:
+        self.f = f
+
+    def read(self, size: int = -1) -> bytes:
+        budget.check("packing the archive")
+        data: bytes = self.f.read(size)
+        return data
+
+
 class _Packer:
     def __init__(self, tar: tarfile.TarFile) -> None:
         self.tar = tar
@@ -62,6 +74,7 @@ class _Packer:
 
     def add(self, dir_fd: int, name: str, arcname: str, path: str) -> Optional[os.stat_result]:
         """Add entry `name` of `dir_fd`; its stat when it is a directory to descend."""
+        budget.check("packing the archive")
         st = os.lstat(name, dir_fd=dir_fd)
         info = tarfile.TarInfo(arcname)
         info.mode = stat.S_IMODE(st.st_mode)
@@ -86,7 +99,7 @@ class _Packer:
                         protocol.PATH_DENIED, f"{path}: replaced while it was being archived"
                     )
                 info.size = now.st_size
-                self._add(info, f)
+                self._add(info, _Checked(f))
         return None
 
     def _add(self, info: tarfile.TarInfo, fileobj: Any = None) -> None:

@@ -42,7 +42,10 @@ NOT_FOUND = "NOT_FOUND"
 PATH_DENIED = "PATH_DENIED"
 INVALID_ARGUMENTS = "INVALID_ARGUMENTS"
 LIMIT_EXCEEDED = "LIMIT_EXCEEDED"
+TIMEOUT = "TIMEOUT"
 INTERNAL = "INTERNAL"
+# How long a file or archive operation may run unless its request says.
+FILE_OP_SECONDS = 60.0
 
 
 class FrameError(ValueError):
@@ -268,6 +271,7 @@ class Read(Message):
     max_bytes: int = 1 << 20
     offset: int = 1
     limit: int = 2000
+    deadline_s: float = FILE_OP_SECONDS
 
 
 @dataclasses.dataclass
@@ -314,6 +318,7 @@ class ListDir(Message):
     path: str = "/workspace"
     recursive: bool = False
     max_entries: int = 1000
+    deadline_s: float = FILE_OP_SECONDS
 
 
 @dataclasses.dataclass
@@ -336,6 +341,7 @@ class Extract(Message):
 
     OP: ClassVar[str] = "extract"
     dest: str = "/workspace"
+    deadline_s: float = FILE_OP_SECONDS
 
 
 @dataclasses.dataclass
@@ -345,6 +351,7 @@ class Archive(Message):
     OP: ClassVar[str] = "archive"
     paths: List[str] = dataclasses.field(default_factory=list)
     max_bytes: int = 1 << 34
+    deadline_s: float = FILE_OP_SECONDS
 
 
 @dataclasses.dataclass

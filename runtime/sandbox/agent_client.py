@@ -14,6 +14,7 @@ from typing import TypeVar
 
 from runtime.agent import protocol
 from runtime.errors import (
+    CallTimeout,
     EngineUnavailable,
     FileMissing,
     InternalFailure,
@@ -32,7 +33,13 @@ AGENT_FAILURES: dict[str, type[ToolFailure]] = {
     protocol.PATH_DENIED: PathDenied,
     protocol.LIMIT_EXCEEDED: LimitExceeded,
     protocol.INVALID_ARGUMENTS: InvalidArguments,
+    protocol.TIMEOUT: CallTimeout,
 }
+# How much longer than an operation's own deadline the daemon waits for its
+# answer before it stops believing one will come.
+ANSWER_MARGIN_S = 10.0
+# Uploads and downloads move whole workspaces: they get longer than a tool call.
+TRANSFER_SECONDS = 300.0
 
 
 def failure_of(failure: protocol.Failure) -> ToolFailure:
@@ -54,19 +61,29 @@ class AgentClient:
         reply_type: type[R],
         body: bytes = b"",
         on_event: Callable[[protocol.Frame], None] | None = None,
+        within_s: float = protocol.FILE_OP_SECONDS + ANSWER_MARGIN_S,
     ) -> tuple[R, bytes]:
         """One request; its typed reply and body, or the failure it ended in.
 
-        If the caller goes away mid-request, the agent is told to kill what
-        the request started before the cancellation goes on.
+        No answer within `within_s` is a TIMEOUT: a stuck agent never holds
+        a call (and the session's write lock) forever. If the caller goes
+        away mid-request, or the time runs out, the agent is told to kill
+        what the request started.
         """
         request_id = self.channel.next_id()
         try:
-            frame = await self.channel.request(message, body, on_event, request_id)
+            frame = await asyncio.wait_for(
+                self.channel.request(message, body, on_event, request_id), within_s
+            )
         except asyncio.CancelledError:
             with contextlib.suppress(Exception):
                 await self.channel.cancel(request_id, "cancelled")
             raise
+        except TimeoutError as exc:
+            with contextlib.suppress(Exception):
+                await self.channel.cancel(request_id, "deadline")
+            msg = f"the sandbox's agent did not answer {message.OP!r} within {within_s:g} s"
+            raise CallTimeout(msg) from exc
         try:
             if frame.op == protocol.Failure.OP:
                 raise failure_of(frame.as_type(protocol.Failure))
@@ -78,9 +95,7 @@ class AgentClient:
     # -- session ------------------------------------------------------------
     async def hello(self, timeout: float) -> protocol.HelloReply:
         """The attach handshake; refuses an agent of another protocol version."""
-        reply, _ = await asyncio.wait_for(
-            self._call(protocol.Hello(), protocol.HelloReply), timeout
-        )
+        reply, _ = await self._call(protocol.Hello(), protocol.HelloReply, within_s=timeout)
         if reply.version != protocol.VERSION:
             msg = (
                 f"the sandbox's agent speaks protocol version {reply.version}; this daemon "
@@ -108,7 +123,9 @@ class AgentClient:
                 if frame.op == protocol.Output.OP:
                     sink(frame.as_type(protocol.Output).stream, frame.body)
 
-        return await self._call(request, protocol.ExecResult, stdin, on_event)
+        runs_for = request.settle_s if request.background else request.timeout_s
+        within = runs_for + request.grace_s + ANSWER_MARGIN_S
+        return await self._call(request, protocol.ExecResult, stdin, on_event, within)
 
     async def process_list(self) -> list[protocol.ProcessInfo]:
         reply, _ = await self._call(protocol.ProcessList(), protocol.ProcessListReply)
@@ -134,7 +151,8 @@ class AgentClient:
         return reply.resolved
 
     async def read(self, request: protocol.Read) -> tuple[protocol.ReadReply, bytes]:
-        return await self._call(request, protocol.ReadReply)
+        within = request.deadline_s + ANSWER_MARGIN_S
+        return await self._call(request, protocol.ReadReply, within_s=within)
 
     async def write(self, path: str, data: bytes) -> protocol.WriteReply:
         reply, _ = await self._call(protocol.Write(path=path), protocol.WriteReply, data)
@@ -143,17 +161,34 @@ class AgentClient:
     async def unlink(self, path: str) -> None:
         await self._call(protocol.Unlink(path=path), protocol.Done)
 
-    async def list_dir(self, path: str, recursive: bool, max_entries: int) -> protocol.Listing:
-        request = protocol.ListDir(path=path, recursive=recursive, max_entries=max_entries)
-        reply, _ = await self._call(request, protocol.Listing)
+    async def list_dir(
+        self,
+        path: str,
+        recursive: bool,
+        max_entries: int,
+        deadline_s: float = protocol.FILE_OP_SECONDS,
+    ) -> protocol.Listing:
+        request = protocol.ListDir(
+            path=path, recursive=recursive, max_entries=max_entries, deadline_s=deadline_s
+        )
+        within = deadline_s + ANSWER_MARGIN_S
+        reply, _ = await self._call(request, protocol.Listing, within_s=within)
         return reply
 
-    async def extract(self, dest: str, archive: bytes) -> protocol.Transferred:
-        reply, _ = await self._call(protocol.Extract(dest=dest), protocol.Transferred, archive)
+    async def extract(
+        self, dest: str, archive: bytes, deadline_s: float = TRANSFER_SECONDS
+    ) -> protocol.Transferred:
+        request = protocol.Extract(dest=dest, deadline_s=deadline_s)
+        within = deadline_s + ANSWER_MARGIN_S
+        reply, _ = await self._call(request, protocol.Transferred, archive, within_s=within)
         return reply
 
     async def archive(
-        self, paths: list[str], max_bytes: int, on_chunk: Callable[[bytes], None]
+        self,
+        paths: list[str],
+        max_bytes: int,
+        on_chunk: Callable[[bytes], None],
+        deadline_s: float = TRANSFER_SECONDS,
     ) -> protocol.Transferred:
         """Tar `paths`; each chunk of the archive goes to `on_chunk` as it comes."""
 
@@ -161,6 +196,9 @@ class AgentClient:
             if frame.op == protocol.ArchiveChunk.OP:
                 on_chunk(frame.body)
 
-        request = protocol.Archive(paths=paths, max_bytes=max_bytes)
-        reply, _ = await self._call(request, protocol.Transferred, on_event=on_event)
+        request = protocol.Archive(paths=paths, max_bytes=max_bytes, deadline_s=deadline_s)
+        within = deadline_s + ANSWER_MARGIN_S
+        reply, _ = await self._call(
+            request, protocol.Transferred, on_event=on_event, within_s=within
+        )
         return reply

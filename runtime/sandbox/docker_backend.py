@@ -26,7 +26,7 @@ from docker.types import LogConfig
 
 from runtime import agent as agent_package
 from runtime.config import Config, Limits
-from runtime.errors import BadRequest, EngineUnavailable, SandboxLost
+from runtime.errors import BadRequest, CallTimeout, EngineUnavailable, SandboxLost
 from runtime.sandbox.agent_client import AgentClient
 from runtime.sandbox.backend import (
     LABEL_DAEMON,
@@ -249,7 +249,7 @@ class DockerBackend:
                     raise BadRequest(msg) from exc
                 msg = f"{what}: the sandbox was stopped or removed while it started"
                 raise EngineUnavailable(msg) from exc
-            except TimeoutError as exc:
+            except CallTimeout as exc:
                 msg = f"{what}: the sandbox did not answer within {self._config.create_timeout_s} s"
                 raise EngineUnavailable(msg) from exc
         except BaseException:

@@ -124,6 +124,7 @@ async def read_file(ctx: ToolContext, args: ReadFileArgs) -> dict[str, Any]:
             offset=args.offset or 1,
             limit=args.limit or DEFAULT_READ_LINES,
             max_bytes=ctx.limits.output_cap_bytes,
+            deadline_s=ctx.limits.call_timeout_s,
         )
     )
     refuse_hard_links(ctx, resolved, reply)
@@ -196,7 +197,9 @@ async def list_files(ctx: ToolContext, args: ListFilesArgs) -> dict[str, Any]:
     if kind and kind != "dir":
         msg = f"{resolved} is a {kind}, not a directory; use read_file for files"
         raise InvalidArguments(msg)
-    listing = await ctx.agent.list_dir(resolved, bool(args.recursive), MAX_LIST_ENTRIES)
+    listing = await ctx.agent.list_dir(
+        resolved, bool(args.recursive), MAX_LIST_ENTRIES, ctx.limits.call_timeout_s
+    )
     entries = [
         protocol.to_dict(e) for e in listing.entries if not ctx.allowlist.denied_by_glob(e.path)
     ]
