@@ -102,3 +102,32 @@ def test_a_download_is_never_served_from_outside_the_tree_during_a_swap_race(ses
         session.call("process_kill", {"process_id": racer.output["process_id"]})
     assert set(refused) <= {grpc.StatusCode.INVALID_ARGUMENT}
     assert served > 0
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments_json", "field"),
+    [
+        ("list_files", '{"path": "/workspace/\\udcff"}', "/path"),
+        ("shell", '{"command": "true", "cwd": "/etc/\\udcff"}', "/cwd"),
+        ("shell", '{"command": "true", "env": {"\\ud800": "x"}}', "/env/\\ud800"),
+    ],
+)
+def test_a_lone_surrogate_in_arguments_is_invalid_arguments_every_time(
+    session, tool, arguments_json, field
+):
+    for _ in range(2):  # the retry answers from the journal, the same way
+        result = session.call(tool, arguments_json, call_id="surrogate-1")
+        assert result.error_code == "INVALID_ARGUMENTS", result
+        assert f"{field}: contains a lone surrogate" in result.error_message
+    assert session.shell("echo fine").output["stdout"] == "fine\n"
+
+
+def test_file_names_that_are_not_utf8_are_listed_with_replacement_characters(session):
+    assert session.shell("mkdir d && touch \"d/$(printf 'bad\\xff')\" d/good").ok
+    for _ in range(2):
+        result = session.call("list_files", {"path": "/workspace/d"})
+        assert result.ok, result
+        entries = {e["path"]: e for e in result.output["entries"]}
+        assert set(entries) == {"/workspace/d/bad\ufffd", "/workspace/d/good"}
+        assert entries["/workspace/d/bad\ufffd"]["invalid_utf8_replaced"] is True
+        assert "invalid_utf8_replaced" not in entries["/workspace/d/good"]

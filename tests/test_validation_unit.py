@@ -96,3 +96,16 @@ def test_fit_output_keeps_results_under_the_cap():
     assert len(json.dumps(fitted, ensure_ascii=False).encode()) <= 100_000
     assert fitted["result_truncated"] is True
     assert fitted["exit_code"] == 0
+
+
+def test_lone_surrogates_are_found_in_keys_values_and_lists():
+    from runtime.tools.output import without_surrogates
+    from runtime.tools.validation import lone_surrogate
+
+    assert lone_surrogate({"a": ["ok", {"b": "x\udcff"}]}) == ("a", 1, "b")
+    assert lone_surrogate({"\ud800": 1}) == ("\ud800",)
+    assert lone_surrogate({"a": "\U0001f600 paired is fine"}) is None
+    fixed, replaced = without_surrogates({"p": ["bad\udcff", "good"], "n": 3})
+    assert (fixed, replaced) == ({"p": ["bad\ufffd", "good"], "n": 3}, True)
+    same = {"p": "good"}
+    assert without_surrogates(same) == (same, False)

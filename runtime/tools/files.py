@@ -17,6 +17,7 @@ from runtime.agent import protocol
 from runtime.errors import InvalidArguments, PathDenied
 from runtime.policy.allowlist import WORKSPACE, normalize
 from runtime.tools.base import Tool, ToolContext
+from runtime.tools.output import without_surrogates
 from runtime.tools.validation import no_nul
 
 DEFAULT_READ_LINES = 2000
@@ -200,9 +201,16 @@ async def list_files(ctx: ToolContext, args: ListFilesArgs) -> dict[str, Any]:
     listing = await ctx.agent.list_dir(
         resolved, bool(args.recursive), MAX_LIST_ENTRIES, ctx.limits.call_timeout_s
     )
-    entries = [
-        protocol.to_dict(e) for e in listing.entries if not ctx.allowlist.denied_by_glob(e.path)
-    ]
+    entries = []
+    for entry in listing.entries:
+        if ctx.allowlist.denied_by_glob(entry.path):
+            continue
+        item, replaced = without_surrogates(protocol.to_dict(entry))
+        if replaced:
+            # A name that is not UTF-8 is shown with U+FFFD; such a path
+            # cannot be passed back to a tool as it is.
+            item["invalid_utf8_replaced"] = True
+        entries.append(item)
     return {"entries": entries, "truncated": listing.truncated}
 
 

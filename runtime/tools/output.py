@@ -6,6 +6,8 @@ import json
 import re
 from typing import Any
 
+SURROGATES = re.compile("[\ud800-\udfff]")
+
 # CSI, OSC (terminated by BEL or ST), and the remaining two-byte escapes:
 # colours and cursor moves mean nothing to a model and cost tokens.
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
@@ -48,6 +50,28 @@ def _middle_cut(text: str, keep: int) -> str:
     dropped = len(text) - keep
     marker = f"\n[... {dropped} characters dropped to fit the result size ...]\n"
     return text[:head] + marker + text[len(text) - tail :]
+
+
+def without_surrogates(value: Any) -> tuple[Any, bool]:
+    """`value` with every lone surrogate in its strings (a file name that is
+    not UTF-8, as Python decodes it) replaced by U+FFFD; and whether any was."""
+    if isinstance(value, str):
+        fixed = SURROGATES.sub("\ufffd", value)
+        return fixed, fixed != value
+    if isinstance(value, dict):
+        replaced = False
+        out: dict[Any, Any] = {}
+        for key, item in value.items():
+            new_key, bad_key = without_surrogates(key)
+            out[new_key], bad_item = without_surrogates(item)
+            replaced = replaced or bad_key or bad_item
+        return (out, True) if replaced else (value, False)
+    if isinstance(value, list):
+        items = [without_surrogates(item) for item in value]
+        if any(bad for _, bad in items):
+            return [item for item, _ in items], True
+        return value, False
+    return value, False
 
 
 def fit_output(output: dict[str, Any], cap: int) -> dict[str, Any]:

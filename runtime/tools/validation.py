@@ -9,6 +9,7 @@ was expected, so the model can correct itself.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -20,6 +21,9 @@ T = TypeVar("T")
 
 MAX_ARGUMENT_BYTES = 16 << 20
 MAX_DEPTH = 32
+# JSON's \uXXXX escapes can spell half of a surrogate pair, which no UTF-8
+# encoder (the sandbox's kernel, protobuf) accepts.
+SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def nesting_depth(text: str) -> int:
@@ -52,6 +56,28 @@ def no_nul(value: T) -> T:
         msg = "must not contain NUL characters"
         raise ValueError(msg)
     return value
+
+
+def lone_surrogate(value: Any, loc: tuple[int | str, ...] = ()) -> tuple[int | str, ...] | None:
+    """Where in parsed JSON a string (or key) holds a lone surrogate, if anywhere."""
+    if isinstance(value, str):
+        return loc if SURROGATE.search(value) else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = (*loc, key) if SURROGATE.search(key) else lone_surrogate(item, (*loc, key))
+            if found is not None:
+                return found
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found = lone_surrogate(item, (*loc, index))
+            if found is not None:
+                return found
+    return None
+
+
+def escaped(text: str) -> str:
+    """`text` with lone surrogates written as \\uXXXX escapes (safe to encode)."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def pointer(loc: tuple[int | str, ...]) -> str:
@@ -96,6 +122,13 @@ def parse_arguments(
         raise InvalidArguments(msg) from exc
     if not isinstance(data, dict):
         msg = f"arguments of {tool_name} must be a JSON object, got {type(data).__name__}"
+        raise InvalidArguments(msg)
+    bad = lone_surrogate(data)
+    if bad is not None:
+        msg = (
+            f"invalid arguments for {tool_name}: {escaped(pointer(bad))}: contains a lone "
+            "surrogate (a \\uD800-\\uDFFF escape without its pair); strings must be valid Unicode"
+        )
         raise InvalidArguments(msg)
     # Strict OpenAI schemas make models send null for every optional
     # property: null means absent.
