@@ -10,10 +10,10 @@ import grpc
 
 from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
 from runtime._proto.toolruntime.v1 import runtime_pb2_grpc as pb_grpc
+from runtime.core import Core
 from runtime.dialects import registry as dialects
 from runtime.models import ToolResult
 from runtime.server import convert
-from runtime.sessions.manager import SessionManager
 from runtime.sessions.workspace import download_tar, upload_tar
 
 # Until authentication lands every caller is this tenant.
@@ -31,8 +31,9 @@ async def _not_yet(context: grpc.aio.ServicerContext, name: str) -> None:
 
 
 class ToolRuntimeService(pb_grpc.ToolRuntimeServicer):
-    def __init__(self, manager: SessionManager) -> None:
-        self._manager = manager
+    def __init__(self, core: Core) -> None:
+        self._manager = core.manager
+        self._registry = core.registry
 
     async def CreateSession(
         self, request: pb.CreateSessionRequest, context: grpc.aio.ServicerContext
@@ -62,7 +63,7 @@ class ToolRuntimeService(pb_grpc.ToolRuntimeServicer):
     async def ListTools(
         self, request: pb.ListToolsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListToolsResponse:
-        tools_json = dialects.export_catalog(request.dialect, self._manager.registry.catalog())
+        tools_json = dialects.export_catalog(request.dialect, self._registry.catalog())
         return pb.ListToolsResponse(tools_json=tools_json)
 
     async def Execute(
