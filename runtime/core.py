@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from runtime.config import Config
 from runtime.sandbox.backend import SandboxBackend
+from runtime.sessions.calls import Calls
 from runtime.sessions.manager import SessionManager
 from runtime.sessions.reaper import Reaper
 from runtime.tools.registry import Registry, default_registry
@@ -23,7 +24,9 @@ class Core:
     config: Config
     backend: SandboxBackend
     registry: Registry
+    # Sessions' lifecycle; what runs in them goes through the facades below.
     manager: SessionManager
+    calls: Calls
     reaper: Reaper
 
     async def start(self, *, reap_expired: bool = True) -> None:
@@ -55,6 +58,6 @@ def build_core(
 
         backend = DockerBackend(config)
     registry = registry or default_registry()
-    manager = SessionManager(config, backend, registry)
+    manager = SessionManager(config, backend)
     reaper = Reaper(manager.live_sessions, manager.expire, config.reaper_interval_s)
-    return Core(config, backend, registry, manager, reaper)
+    return Core(config, backend, registry, manager, Calls(config, manager, registry), reaper)

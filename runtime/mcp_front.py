@@ -66,7 +66,7 @@ class LocalFront:
         return self._core.registry.catalog()
 
     async def call(self, call: ToolCall) -> ToolResult:
-        return await self._core.manager.execute(TENANT, self._session_id, call)
+        return await self._core.calls.execute(TENANT, self._session_id, call)
 
     async def close(self) -> None:
         await self._core.stop()

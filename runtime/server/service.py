@@ -33,6 +33,7 @@ async def _not_yet(context: grpc.aio.ServicerContext, name: str) -> None:
 class ToolRuntimeService(pb_grpc.ToolRuntimeServicer):
     def __init__(self, core: Core) -> None:
         self._manager = core.manager
+        self._calls = core.calls
         self._registry = core.registry
 
     async def CreateSession(
@@ -69,7 +70,7 @@ class ToolRuntimeService(pb_grpc.ToolRuntimeServicer):
     async def Execute(
         self, request: pb.ExecuteRequest, context: grpc.aio.ServicerContext
     ) -> pb.ToolResult:
-        result = await self._manager.execute(
+        result = await self._calls.execute(
             tenant_of(context), request.session_id, convert.call_from_pb(request.call)
         )
         return convert.result_to_pb(result)
@@ -78,7 +79,7 @@ class ToolRuntimeService(pb_grpc.ToolRuntimeServicer):
         self, request: pb.ExecuteBatchRequest, context: grpc.aio.ServicerContext
     ) -> pb.ExecuteBatchResponse:
         calls = [convert.call_from_pb(c) for c in request.calls]
-        results = await self._manager.execute_batch(tenant_of(context), request.session_id, calls)
+        results = await self._calls.execute_batch(tenant_of(context), request.session_id, calls)
         return pb.ExecuteBatchResponse(results=[convert.result_to_pb(r) for r in results])
 
     async def ExecuteStream(
@@ -93,7 +94,7 @@ class ToolRuntimeService(pb_grpc.ToolRuntimeServicer):
                 events.put_nowait(pb.ExecuteEvent(stdout=chunk))
 
         task: asyncio.Task[ToolResult] = asyncio.ensure_future(
-            self._manager.execute(
+            self._calls.execute(
                 tenant_of(context),
                 request.session_id,
                 convert.call_from_pb(request.call),
@@ -121,7 +122,7 @@ class ToolRuntimeService(pb_grpc.ToolRuntimeServicer):
         self, request: pb.ExecuteMessageRequest, context: grpc.aio.ServicerContext
     ) -> pb.ExecuteMessageResponse:
         calls = dialects.parse_message(request.dialect, request.message_json)
-        results = await self._manager.execute_batch(tenant_of(context), request.session_id, calls)
+        results = await self._calls.execute_batch(tenant_of(context), request.session_id, calls)
         return pb.ExecuteMessageResponse(
             results_json=dialects.render_results(request.dialect, calls, results),
             results=[convert.result_to_pb(r) for r in results],
