@@ -14,6 +14,7 @@ from runtime.sandbox.backend import SandboxBackend
 from runtime.sessions.calls import Calls
 from runtime.sessions.manager import SessionManager
 from runtime.sessions.reaper import Reaper
+from runtime.sessions.transfers import Transfers
 from runtime.tools.registry import Registry, default_registry
 
 
@@ -27,6 +28,7 @@ class Core:
     # Sessions' lifecycle; what runs in them goes through the facades below.
     manager: SessionManager
     calls: Calls
+    transfers: Transfers
     reaper: Reaper
 
     async def start(self, *, reap_expired: bool = True) -> None:
@@ -60,4 +62,5 @@ def build_core(
     registry = registry or default_registry()
     manager = SessionManager(config, backend)
     reaper = Reaper(manager.live_sessions, manager.expire, config.reaper_interval_s)
-    return Core(config, backend, registry, manager, Calls(config, manager, registry), reaper)
+    calls = Calls(config, manager, registry)
+    return Core(config, backend, registry, manager, calls, Transfers(manager), reaper)

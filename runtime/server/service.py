@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -14,7 +15,6 @@ from runtime.core import Core
 from runtime.dialects import registry as dialects
 from runtime.models import ToolResult
 from runtime.server import convert
-from runtime.sessions.workspace import download_tar, upload_tar
 
 # Until authentication lands every caller is this tenant.
 DEFAULT_TENANT = "default"
@@ -34,6 +34,7 @@ class ToolRuntimeService(pb_grpc.ToolRuntimeServicer):
     def __init__(self, core: Core) -> None:
         self._manager = core.manager
         self._calls = core.calls
+        self._transfers = core.transfers
         self._registry = core.registry
 
     async def CreateSession(
@@ -132,13 +133,15 @@ class ToolRuntimeService(pb_grpc.ToolRuntimeServicer):
         self, request_iterator: AsyncIterator[pb.UploadFilesRequest], context: Any
     ) -> pb.UploadFilesResponse:
         session_id, dest, data = await convert.upload_from_pb(request_iterator)
-        session = self._manager.get(tenant_of(context), session_id)
-        files, size = await upload_tar(session, dest, data)
+        files, size = await self._transfers.upload(tenant_of(context), session_id, dest, data)
         return pb.UploadFilesResponse(files=files, bytes=size)
 
     async def DownloadFiles(
         self, request: pb.DownloadFilesRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.DownloadFilesChunk]:
-        session = self._manager.get(tenant_of(context), request.session_id)
-        async for chunk in download_tar(session, list(request.paths)):
-            yield pb.DownloadFilesChunk(tar=chunk)
+        chunks = self._transfers.download(
+            tenant_of(context), request.session_id, list(request.paths)
+        )
+        async with contextlib.aclosing(chunks):
+            async for chunk in chunks:
+                yield pb.DownloadFilesChunk(tar=chunk)

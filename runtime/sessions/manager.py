@@ -21,7 +21,7 @@ from runtime.sessions.journal import Journal
 from runtime.sessions.pool import WarmPool
 from runtime.sessions.reaper import clamp_window
 from runtime.sessions.session import CLOSED, CLOSING, READY, Allowlist, Session
-from runtime.sessions.workspace import upload_tar
+from runtime.sessions.transfers import upload_tar
 
 log = logging.getLogger(__name__)
 
@@ -230,7 +230,7 @@ class SessionManager:
             log.info("session %s closed", session.id)
 
     async def lose(self, session: Session, reason: str) -> None:
-        """The sandbox died under a call: close the session, once."""
+        """The sandbox died under a call or transfer: close the session, once."""
         if session.state != READY:
             return
         log.warning("session %s lost its sandbox: %s", session.id, reason)

@@ -48,7 +48,8 @@ class Session:
     write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     # State tools keep between calls (the shell's directory and environment).
     tool_state: dict[str, Any] = field(default_factory=dict)
-    # Calls running or waiting right now: a session with one is never idle.
+    # Calls and transfers running or waiting right now: a session with one
+    # is never idle.
     active_calls: int = 0
     # Answers repeated call ids (idempotency); sized by the manager.
     journal: Journal = field(default_factory=Journal)
