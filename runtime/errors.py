@@ -16,6 +16,7 @@
         ├── Unauthenticated      UNAUTHENTICATED
         ├── SessionNotFound      NOT_FOUND
         ├── BadRequest           INVALID_ARGUMENT
+        ├── SessionUnusable      FAILED_PRECONDITION
         ├── AdmissionRefused     RESOURCE_EXHAUSTED
         └── EngineUnavailable    UNAVAILABLE
 
@@ -122,6 +123,15 @@ class BadRequest(RequestError):
     status = grpc.StatusCode.INVALID_ARGUMENT
 
 
+class SessionUnusable(RequestError):
+    """A non-tool RPC (an upload, a download) found the session's sandbox lost.
+
+    The message starts with SANDBOX_LOST and says why; the session is closed.
+    """
+
+    status = grpc.StatusCode.FAILED_PRECONDITION
+
+
 class AdmissionRefused(RequestError):
     status = grpc.StatusCode.RESOURCE_EXHAUSTED
 
@@ -134,6 +144,7 @@ REQUEST_ERRORS: tuple[type[RequestError], ...] = (
     Unauthenticated,
     SessionNotFound,
     BadRequest,
+    SessionUnusable,
     AdmissionRefused,
     EngineUnavailable,
 )

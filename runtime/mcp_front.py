@@ -5,9 +5,10 @@ created when the server starts and closed when the client disconnects (stdin
 closes) or the process gets SIGTERM/SIGINT.
 
 Two ways to run the tools:
-- in-process (default): a daemon core of its own (SessionManager + Docker
-  backend, no gRPC). Its `instance` label is unique per process unless
-  `--instance` names one, so it never reaps another daemon's sandboxes.
+- in-process (default): a daemon core of its own (`runtime.core.build_core`
+  on the Docker engine, no gRPC, no TTL or idle reaping). Its `instance`
+  label is unique per process unless `--instance` names one, so it never
+  reaps another daemon's sandboxes.
 - `--target ADDR`: a session on a running toolrt daemon, through the client
   SDK; the daemon's limits, reaping and (later) authentication apply.
 """
@@ -45,34 +46,30 @@ class ToolFront(Protocol):
 
 
 class LocalFront:
-    """A daemon core in this process: its own manager, backend and session."""
+    """A daemon core in this process, and one session in it."""
 
     def __init__(self, config: Config) -> None:
-        from runtime.sandbox.docker_backend import DockerBackend
-        from runtime.sessions.manager import SessionManager, SessionRequest
-        from runtime.tools.registry import default_registry
+        from runtime.core import build_core
+        from runtime.sessions.manager import SessionRequest
 
-        self._backend = DockerBackend(config)
-        self._manager = SessionManager(config, self._backend, default_registry())
+        self._core = build_core(config)
         self._request = SessionRequest()
         self._session_id = ""
 
     async def start(self) -> None:
-        await self._manager.start()
-        session = await self._manager.create(TENANT, self._request)
+        # The session lives as long as the connection: nothing reaps it meanwhile.
+        await self._core.start(reap_expired=False)
+        session = await self._core.manager.create(TENANT, self._request)
         self._session_id = session.id
 
     async def catalog(self) -> list[dict[str, Any]]:
-        return self._manager.registry.catalog()
+        return self._core.registry.catalog()
 
     async def call(self, call: ToolCall) -> ToolResult:
-        return await self._manager.execute(TENANT, self._session_id, call)
+        return await self._core.calls.execute(TENANT, self._session_id, call)
 
     async def close(self) -> None:
-        try:
-            await self._manager.shutdown()
-        finally:
-            await self._backend.close()
+        await self._core.stop()
 
 
 class RemoteFront:

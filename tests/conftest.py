@@ -19,7 +19,8 @@ import pytest
 
 from runtime.client import Client
 from runtime.config import Config, load_config
-from runtime.server.app import Daemon, build_daemon
+from runtime.core import build_core
+from runtime.server.app import Daemon
 from runtime.tools.registry import Registry
 
 TEST_LABEL = "toolrt.test"
@@ -93,7 +94,7 @@ def start_daemon(config: Config, registry: Registry | None = None) -> RunningDae
 
         async def boot() -> None:
             try:
-                daemon = build_daemon(config, registry=registry)
+                daemon = Daemon(build_core(config, registry=registry))
                 await daemon.start()
                 holder["daemon"] = daemon
             except BaseException as exc:  # noqa: BLE001 - reported to the test

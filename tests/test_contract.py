@@ -105,6 +105,7 @@ def test_every_request_error_maps_to_a_grpc_status():
         grpc.StatusCode.UNAUTHENTICATED,
         grpc.StatusCode.NOT_FOUND,
         grpc.StatusCode.INVALID_ARGUMENT,
+        grpc.StatusCode.FAILED_PRECONDITION,
         grpc.StatusCode.RESOURCE_EXHAUSTED,
         grpc.StatusCode.UNAVAILABLE,
     }

@@ -79,4 +79,4 @@ def test_mcp_front_on_a_running_daemon(daemon, tmp_path, docker_client):
     assert seen["bad"].is_error
     assert len(seen["containers"]) == 1
     assert containers_of(docker_client, daemon.instance) == []
-    assert daemon.daemon.manager.sessions_of("default") == []
+    assert daemon.daemon.core.manager.sessions_of("default") == []

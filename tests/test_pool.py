@@ -24,7 +24,7 @@ def pooled_ids(docker_client, instance: str) -> set[str]:
 
 def test_each_claim_gets_its_own_container_and_the_pool_refills(make_daemon, docker_client):
     running = make_daemon(pool_size=2)
-    pool = running.daemon.manager.pool
+    pool = running.daemon.core.manager.pool
     wait_for(lambda: pool.ready() == 2)
     warm_ids = pooled_ids(docker_client, running.instance)
     assert len(warm_ids) == 2
@@ -55,7 +55,7 @@ def test_each_claim_gets_its_own_container_and_the_pool_refills(make_daemon, doc
 
 def test_limits_are_set_at_claim_and_unmatched_requests_go_cold(make_daemon, docker_client):
     running = make_daemon(pool_size=1)
-    pool = running.daemon.manager.pool
+    pool = running.daemon.core.manager.pool
     wait_for(lambda: pool.ready() == 1)
     (warm_id,) = pooled_ids(docker_client, running.instance)
     with Client(running.target) as client:
@@ -80,7 +80,7 @@ def test_limits_are_set_at_claim_and_unmatched_requests_go_cold(make_daemon, doc
 
 def test_pool_counts_toward_max_sessions(make_daemon, docker_client):
     running = make_daemon(pool_size=2, max_sessions=3)
-    pool = running.daemon.manager.pool
+    pool = running.daemon.core.manager.pool
     wait_for(lambda: pool.ready() == 2)
     with Client(running.target) as client:
         a = client.create_session()  # warm; refill brings the total to 3
@@ -103,7 +103,7 @@ def test_pool_counts_toward_max_sessions(make_daemon, docker_client):
 
 def test_pool_is_reaped_at_shutdown_and_by_the_next_start(make_daemon, docker_client):
     running = make_daemon(pool_size=2)
-    wait_for(lambda: running.daemon.manager.pool.ready() == 2)
+    wait_for(lambda: running.daemon.core.manager.pool.ready() == 2)
     running.stop()
     assert containers_of(docker_client, running.instance) == []
 
@@ -111,11 +111,11 @@ def test_pool_is_reaped_at_shutdown_and_by_the_next_start(make_daemon, docker_cl
     # behind; the next start under the same name removes it before filling anew.
     config = config_for_test(pool_size=2)
     previous = make_daemon(instance=config.instance, pool_size=2)
-    wait_for(lambda: previous.daemon.manager.pool.ready() == 2)
+    wait_for(lambda: previous.daemon.core.manager.pool.ready() == 2)
     left = pooled_ids(docker_client, config.instance)
     assert len(left) == 2
     successor = make_daemon(instance=config.instance, pool_size=1)
-    wait_for(lambda: successor.daemon.manager.pool.ready() == 1)
+    wait_for(lambda: successor.daemon.core.manager.pool.ready() == 1)
     now = pooled_ids(docker_client, config.instance)
     assert len(now) == 1 and not now & left
     successor.stop()
@@ -125,7 +125,7 @@ def test_pool_is_reaped_at_shutdown_and_by_the_next_start(make_daemon, docker_cl
 
 def test_pool_does_not_grow_when_creating_fails(make_daemon, docker_client):
     running = make_daemon(pool_size=3, image="toolrt-missing:nope")
-    pool = running.daemon.manager.pool
+    pool = running.daemon.core.manager.pool
     deadline = time.monotonic() + 3
     while time.monotonic() < deadline:
         # After the first failure a single fill probes at a time.
@@ -143,7 +143,7 @@ def test_pool_does_not_grow_when_creating_fails(make_daemon, docker_client):
 
 def test_pool_with_the_engine_down_keeps_serving(make_daemon, tmp_path):
     running = make_daemon(pool_size=2, docker_host=f"unix://{tmp_path}/no-engine.sock")
-    pool = running.daemon.manager.pool
+    pool = running.daemon.core.manager.pool
     time.sleep(1.5)
     assert pool.ready() == 0
     assert pool.count() <= 1

@@ -5,12 +5,15 @@ from __future__ import annotations
 import io
 import stat
 import tarfile
+import time
 
 import grpc
 import pytest
 
 from runtime.cli import main as cli_main
-from runtime.client import ToolrtRpcError
+from runtime.client import Client, ToolrtRpcError
+
+from .test_lifecycle import wait_for
 
 pytestmark = pytest.mark.docker
 
@@ -204,3 +207,40 @@ def test_cp_round_trip(daemon, session, tmp_path, capsys):
     assert single.read_text() == "read me\n"
     assert cli_main(["cp", str(single), str(tmp_path / "x"), *target]) == 2
     capsys.readouterr()
+
+
+def test_transfers_are_activity_for_the_idle_reaper(make_daemon):
+    running = make_daemon(reaper_interval_s=0.2)
+    with Client(running.target) as client, client.session(idle_seconds=2) as session:
+        # Only transfers, for more than twice the idle limit: the session stays.
+        until = time.monotonic() + 5
+        while time.monotonic() < until:
+            assert session.upload(make_tar(("a.txt", "file", "a"))) == (1, 1)
+            time.sleep(0.5)
+            assert session.download(["/workspace/a.txt"])
+            time.sleep(0.5)
+        assert client.get_session(session.id).state == "ready"
+        # Left alone, it goes as usual.
+        wait_for(lambda: not client.list_sessions())
+
+
+@pytest.mark.parametrize(
+    "transfer",
+    [
+        pytest.param(lambda s: s.upload(make_tar(("a.txt", "file", "a"))), id="upload"),
+        pytest.param(lambda s: s.download(["/workspace"]), id="download"),
+    ],
+)
+def test_a_transfer_to_a_lost_sandbox_closes_the_session(client, docker_client, transfer):
+    session = client.session()
+    container = docker_client.containers.get(f"toolrt-{session.id}")
+    container.kill()
+    container.wait(timeout=30)
+    with pytest.raises(ToolrtRpcError) as info:
+        transfer(session)
+    assert info.value.code == grpc.StatusCode.FAILED_PRECONDITION
+    assert "SANDBOX_LOST" in info.value.details
+    with pytest.raises(ToolrtRpcError) as info:
+        client.get_session(session.id)
+    assert info.value.code == grpc.StatusCode.NOT_FOUND
+    assert client.list_sessions() == []

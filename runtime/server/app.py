@@ -1,4 +1,4 @@
-"""Building and running the daemon: `build_daemon(config, backend)`."""
+"""The gRPC daemon: `Daemon(core)` serves a core from `runtime.core` over gRPC."""
 
 from __future__ import annotations
 
@@ -13,12 +13,9 @@ from grpc_reflection.v1alpha import reflection
 from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
 from runtime._proto.toolruntime.v1 import runtime_pb2_grpc as pb_grpc
 from runtime.config import Config
-from runtime.sandbox.backend import SandboxBackend
+from runtime.core import Core, build_core
 from runtime.server.interceptor import ErrorInterceptor
 from runtime.server.service import ToolRuntimeService
-from runtime.sessions.manager import SessionManager
-from runtime.sessions.reaper import Reaper
-from runtime.tools.registry import Registry, default_registry
 
 log = logging.getLogger(__name__)
 
@@ -27,15 +24,11 @@ MAX_MESSAGE_BYTES = 64 << 20
 
 
 class Daemon:
-    """The gRPC server, the session manager and the backend, started together."""
+    """The gRPC server and the core it serves, started and stopped together."""
 
-    def __init__(self, config: Config, backend: SandboxBackend, registry: Registry) -> None:
-        self.config = config
-        self.backend = backend
-        self.manager = SessionManager(config, backend, registry)
-        self.reaper = Reaper(
-            self.manager.live_sessions, self.manager.expire, config.reaper_interval_s
-        )
+    def __init__(self, core: Core) -> None:
+        self.core = core
+        self.config = config = core.config
         self.server = grpc.aio.server(
             interceptors=[ErrorInterceptor()],
             options=[
@@ -43,7 +36,7 @@ class Daemon:
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
             ],
         )
-        pb_grpc.add_ToolRuntimeServicer_to_server(ToolRuntimeService(self.manager), self.server)
+        pb_grpc.add_ToolRuntimeServicer_to_server(ToolRuntimeService(core), self.server)
         self.health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         reflection.enable_server_reflection(
@@ -60,8 +53,7 @@ class Daemon:
         self._stopped = asyncio.Event()
 
     async def start(self) -> None:
-        await self.manager.start()
-        self.reaper.start()
+        await self.core.start()
         await self.server.start()
         serving = health_pb2.HealthCheckResponse.SERVING
         await self.health.set("", serving)
@@ -79,29 +71,18 @@ class Daemon:
             return
         self._stopped.set()
         await self.health.enter_graceful_shutdown()
-        await self.reaper.stop()
-        await self.manager.shutdown()
+        # The core first, while the server still carries the answers it gives.
+        await self.core.stop()
         await self.server.stop(grace)
-        await self.backend.close()
         log.info("toolrt %s stopped", self.config.instance)
 
     async def wait(self) -> None:
         await self._stopped.wait()
 
 
-def build_daemon(
-    config: Config, backend: SandboxBackend | None = None, registry: Registry | None = None
-) -> Daemon:
-    if backend is None:
-        from runtime.sandbox.docker_backend import DockerBackend
-
-        backend = DockerBackend(config)
-    return Daemon(config, backend, registry or default_registry())
-
-
 async def serve(config: Config) -> None:
     """Run until SIGTERM/SIGINT, then shut down cleanly."""
-    daemon = build_daemon(config)
+    daemon = Daemon(build_core(config))
     await daemon.start()
     loop = asyncio.get_running_loop()
     stopping: asyncio.Future[None] = loop.create_future()

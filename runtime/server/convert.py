@@ -11,7 +11,7 @@ from runtime.models import ToolCall, ToolResult
 from runtime.policy.allowlist import PathPolicy
 from runtime.sessions.manager import SessionRequest
 from runtime.sessions.session import Allowlist, Session
-from runtime.sessions.workspace import MAX_UPLOAD_BYTES
+from runtime.sessions.transfers import MAX_UPLOAD_BYTES
 
 
 def limits_from_pb(msg: pb.Limits) -> Limits:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -10,11 +11,10 @@ import grpc
 
 from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
 from runtime._proto.toolruntime.v1 import runtime_pb2_grpc as pb_grpc
+from runtime.core import Core
 from runtime.dialects import registry as dialects
 from runtime.models import ToolResult
 from runtime.server import convert
-from runtime.sessions.manager import SessionManager
-from runtime.sessions.workspace import download_tar, upload_tar
 
 # Until authentication lands every caller is this tenant.
 DEFAULT_TENANT = "default"
@@ -31,8 +31,11 @@ async def _not_yet(context: grpc.aio.ServicerContext, name: str) -> None:
 
 
 class ToolRuntimeService(pb_grpc.ToolRuntimeServicer):
-    def __init__(self, manager: SessionManager) -> None:
-        self._manager = manager
+    def __init__(self, core: Core) -> None:
+        self._manager = core.manager
+        self._calls = core.calls
+        self._transfers = core.transfers
+        self._registry = core.registry
 
     async def CreateSession(
         self, request: pb.CreateSessionRequest, context: grpc.aio.ServicerContext
@@ -62,13 +65,13 @@ class ToolRuntimeService(pb_grpc.ToolRuntimeServicer):
     async def ListTools(
         self, request: pb.ListToolsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListToolsResponse:
-        tools_json = dialects.export_catalog(request.dialect, self._manager.registry.catalog())
+        tools_json = dialects.export_catalog(request.dialect, self._registry.catalog())
         return pb.ListToolsResponse(tools_json=tools_json)
 
     async def Execute(
         self, request: pb.ExecuteRequest, context: grpc.aio.ServicerContext
     ) -> pb.ToolResult:
-        result = await self._manager.execute(
+        result = await self._calls.execute(
             tenant_of(context), request.session_id, convert.call_from_pb(request.call)
         )
         return convert.result_to_pb(result)
@@ -77,7 +80,7 @@ class ToolRuntimeService(pb_grpc.ToolRuntimeServicer):
         self, request: pb.ExecuteBatchRequest, context: grpc.aio.ServicerContext
     ) -> pb.ExecuteBatchResponse:
         calls = [convert.call_from_pb(c) for c in request.calls]
-        results = await self._manager.execute_batch(tenant_of(context), request.session_id, calls)
+        results = await self._calls.execute_batch(tenant_of(context), request.session_id, calls)
         return pb.ExecuteBatchResponse(results=[convert.result_to_pb(r) for r in results])
 
     async def ExecuteStream(
@@ -92,7 +95,7 @@ class ToolRuntimeService(pb_grpc.ToolRuntimeServicer):
                 events.put_nowait(pb.ExecuteEvent(stdout=chunk))
 
         task: asyncio.Task[ToolResult] = asyncio.ensure_future(
-            self._manager.execute(
+            self._calls.execute(
                 tenant_of(context),
                 request.session_id,
                 convert.call_from_pb(request.call),
@@ -120,7 +123,7 @@ class ToolRuntimeService(pb_grpc.ToolRuntimeServicer):
         self, request: pb.ExecuteMessageRequest, context: grpc.aio.ServicerContext
     ) -> pb.ExecuteMessageResponse:
         calls = dialects.parse_message(request.dialect, request.message_json)
-        results = await self._manager.execute_batch(tenant_of(context), request.session_id, calls)
+        results = await self._calls.execute_batch(tenant_of(context), request.session_id, calls)
         return pb.ExecuteMessageResponse(
             results_json=dialects.render_results(request.dialect, calls, results),
             results=[convert.result_to_pb(r) for r in results],
@@ -130,13 +133,15 @@ class ToolRuntimeService(pb_grpc.ToolRuntimeServicer):
         self, request_iterator: AsyncIterator[pb.UploadFilesRequest], context: Any
     ) -> pb.UploadFilesResponse:
         session_id, dest, data = await convert.upload_from_pb(request_iterator)
-        session = self._manager.get(tenant_of(context), session_id)
-        files, size = await upload_tar(session, dest, data)
+        files, size = await self._transfers.upload(tenant_of(context), session_id, dest, data)
         return pb.UploadFilesResponse(files=files, bytes=size)
 
     async def DownloadFiles(
         self, request: pb.DownloadFilesRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.DownloadFilesChunk]:
-        session = self._manager.get(tenant_of(context), request.session_id)
-        async for chunk in download_tar(session, list(request.paths)):
-            yield pb.DownloadFilesChunk(tar=chunk)
+        chunks = self._transfers.download(
+            tenant_of(context), request.session_id, list(request.paths)
+        )
+        async with contextlib.aclosing(chunks):
+            async for chunk in chunks:
+                yield pb.DownloadFilesChunk(tar=chunk)

@@ -1,1 +1,1 @@
-"""Session lifecycle, ownership, budgets and the per-call path."""
+"""Sessions: lifecycle (manager), the call path (calls), uploads and downloads (transfers)."""

@@ -1,33 +1,19 @@
-"""Sessions: create, look up, close, and run calls in them.
+"""Sessions' lifecycle: create (admission, warm pool), look up, close, expire, shut down.
 
-The per-call path is here: owner check, budget, validation, the write lock,
-the tool, and turning every outcome into exactly one ToolResult.
+What runs in an open session lives beside it: tool calls in
+`sessions.calls`, uploads and downloads in `sessions.transfers`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from runtime.config import Config, Limits
-from runtime.errors import (
-    AdmissionRefused,
-    BadRequest,
-    BudgetExhausted,
-    EngineUnavailable,
-    InternalFailure,
-    SandboxLost,
-    SessionNotFound,
-    ToolFailure,
-    UnknownTool,
-)
-from runtime.models import ToolCall, ToolResult
+from runtime.errors import AdmissionRefused, BadRequest, EngineUnavailable, SessionNotFound
 from runtime.policy.allowlist import session_policy
 from runtime.sandbox.backend import SandboxBackend, SandboxSpec
 from runtime.sessions.admission import check_memory
@@ -35,10 +21,7 @@ from runtime.sessions.journal import Journal
 from runtime.sessions.pool import WarmPool
 from runtime.sessions.reaper import clamp_window
 from runtime.sessions.session import CLOSED, CLOSING, READY, Allowlist, Session
-from runtime.sessions.workspace import upload_tar
-from runtime.tools.base import ToolContext
-from runtime.tools.output import fit_output
-from runtime.tools.registry import Registry
+from runtime.sessions.transfers import upload_tar
 
 log = logging.getLogger(__name__)
 
@@ -64,10 +47,11 @@ class SessionRequest:
 
 
 class SessionManager:
-    def __init__(self, config: Config, backend: SandboxBackend, registry: Registry) -> None:
+    """The open sessions of every tenant, and the sandboxes under them."""
+
+    def __init__(self, config: Config, backend: SandboxBackend) -> None:
         self._config = config
         self._backend = backend
-        self._registry = registry
         self._sessions: dict[str, Session] = {}
         self._closed: OrderedDict[str, str] = OrderedDict()
         self._creating = 0
@@ -77,10 +61,6 @@ class SessionManager:
         self._pool: WarmPool | None = None
         if config.pool_size:
             self._pool = WarmPool(config, backend, self._ensure_reaped, self._has_room)
-
-    @property
-    def registry(self) -> Registry:
-        return self._registry
 
     async def start(self) -> None:
         try:
@@ -249,13 +229,12 @@ class SessionManager:
                 self._pool.start()  # a slot under max_sessions may have come free
             log.info("session %s closed", session.id)
 
-    def _lose(self, session: Session, reason: str) -> None:
-        """The sandbox died under a call: close the session in the background."""
+    async def lose(self, session: Session, reason: str) -> None:
+        """The sandbox died under a call or transfer: close the session, once."""
         if session.state != READY:
             return
         log.warning("session %s lost its sandbox: %s", session.id, reason)
-        task = asyncio.ensure_future(self._close(session, reason))
-        task.add_done_callback(lambda t: t.exception() if not t.cancelled() else None)
+        await self._close(session, reason)
 
     async def shutdown(self) -> None:
         """Answer every in-flight call (SANDBOX_LOST) and close every session."""
@@ -270,148 +249,3 @@ class SessionManager:
         # Let the aborted calls turn into results before sandboxes vanish.
         await asyncio.sleep(0)
         await asyncio.gather(*(self._close(s) for s in sessions), return_exceptions=True)
-
-    # -- calls --------------------------------------------------------------
-    async def execute(
-        self,
-        tenant: str,
-        session_id: str,
-        call: ToolCall,
-        on_output: Callable[[str, bytes], None] | None = None,
-    ) -> ToolResult:
-        """Exactly one result per call id: repeats are answered by the journal."""
-        if not call.id:
-            msg = "ToolCall.id must not be empty: results are tied to it"
-            raise BadRequest(msg)
-        session = self.get(tenant, session_id)
-        session.active_calls += 1
-        try:
-            return await session.journal.run_once(
-                call, lambda: self._execute_once(session, call, on_output)
-            )
-        finally:
-            session.active_calls -= 1
-            session.last_used = time.monotonic()
-
-    async def _execute_once(
-        self,
-        session: Session,
-        call: ToolCall,
-        on_output: Callable[[str, bytes], None] | None = None,
-    ) -> ToolResult:
-        started = time.monotonic()
-        session.last_used = started
-        try:
-            output = await self._run(session, call, on_output)
-            result = ToolResult(call.id, fit_output(output, self._config.result_cap_bytes))
-        except ToolFailure as failure:
-            if isinstance(failure, SandboxLost):
-                self._lose(session, failure.message)
-            failure.output = fit_output(failure.output, self._config.result_cap_bytes)
-            result = ToolResult.failed(call.id, failure)
-        except Exception:
-            correlation = uuid.uuid4().hex[:12]
-            log.exception("call %s in session %s failed [%s]", call.id, session.id, correlation)
-            internal = InternalFailure(f"internal error; correlation id {correlation}")
-            result = ToolResult.failed(call.id, internal)
-        duration = int((time.monotonic() - started) * 1000)
-        result = ToolResult(result.call_id, result.output, result.error, duration)
-        session.last_used = time.monotonic()
-        log.info(
-            "call session=%s id=%s tool=%s ok=%s%s ms=%d",
-            session.id,
-            call.id[:64],
-            call.name[:64],
-            result.ok,
-            f" code={result.error.code}" if result.error else "",
-            duration,
-        )
-        return result
-
-    async def _run(
-        self,
-        session: Session,
-        call: ToolCall,
-        on_output: Callable[[str, bytes], None] | None,
-    ) -> dict[str, Any]:
-        tool, args = self._registry.parse(call.name, call.arguments_json)
-        if session.calls >= session.limits.max_calls:
-            msg = (
-                f"this session has used all of its {session.limits.max_calls} tool calls; "
-                "start a new session"
-            )
-            raise BudgetExhausted(msg)
-        session.calls += 1
-        ctx = ToolContext(
-            session_id=session.id,
-            call_id=call.id,
-            agent=session.sandbox.agent,
-            limits=session.limits,
-            env=session.env,
-            kill_grace_s=self._config.kill_grace_s,
-            stream_cap_bytes=self._config.stream_cap_bytes,
-            on_output=on_output,
-            shell=self._config.shell,
-            state=session.tool_state,
-            allowlist=session.allowlist,
-        )
-        if tool.read_only:
-            return await tool.run(ctx, args)
-        async with session.write_lock:
-            if session.sandbox.lost:
-                raise SandboxLost(session.sandbox.lost)
-            return await tool.run(ctx, args)
-
-    async def execute_batch(
-        self, tenant: str, session_id: str, calls: list[ToolCall]
-    ) -> list[ToolResult]:
-        """One model turn's calls: one result per call, in call order.
-
-        Consecutive read-only calls run together; a call with side effects
-        runs alone, after everything before it and before everything after
-        it, so the batch behaves as if run in order while reads overlap.
-        """
-        self.get(tenant, session_id)
-        ids = [c.id for c in calls]
-        if not all(ids):
-            msg = "every ToolCall in a batch needs a non-empty id: results are tied to it"
-            raise BadRequest(msg)
-        if len(set(ids)) != len(ids):
-            msg = "duplicate call ids in one batch; every call needs its own id"
-            raise BadRequest(msg)
-        results: list[ToolResult] = []
-        for group in self._batch_groups(calls):
-            results += await asyncio.gather(
-                *(self._execute_in_batch(tenant, session_id, call) for call in group)
-            )
-        return results
-
-    def _batch_groups(self, calls: list[ToolCall]) -> list[list[ToolCall]]:
-        """Runs of read-only calls, and every other call on its own."""
-        groups: list[list[ToolCall]] = []
-        reads: list[ToolCall] = []
-        for call in calls:
-            if self._read_only(call.name):
-                reads.append(call)
-                continue
-            if reads:
-                groups.append(reads)
-                reads = []
-            groups.append([call])
-        if reads:
-            groups.append(reads)
-        return groups
-
-    def _read_only(self, name: str) -> bool:
-        try:
-            return self._registry.get(name).read_only
-        except UnknownTool:
-            return False
-
-    async def _execute_in_batch(self, tenant: str, session_id: str, call: ToolCall) -> ToolResult:
-        """`execute`, except that a session lost mid-batch answers the rest."""
-        try:
-            return await self.execute(tenant, session_id, call)
-        except SessionNotFound:
-            lost = SandboxLost("the session was closed before this call could run")
-            return ToolResult.failed(call.id, lost)

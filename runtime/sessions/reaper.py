@@ -1,10 +1,11 @@
 """How long sessions live: TTL and idle windows, and the task that ends them.
 
 A session has a lifetime (`ttl_seconds`, from creation) and an idle limit
-(`idle_seconds`, no call for that long; a call in flight is activity). Both
-come from the request, else the config default, clamped to the config
-maximum. The reaper looks every `reaper_interval_s` and closes what is past
-either limit; calls still running then get SANDBOX_LOST naming the reason.
+(`idle_seconds`, no call or transfer for that long; one in flight is
+activity, see `Session.in_use`). Both come from the request, else the config
+default, clamped to the config maximum. The reaper looks every
+`reaper_interval_s` and closes what is past either limit; calls still
+running then get SANDBOX_LOST naming the reason.
 """
 
 from __future__ import annotations

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,10 +46,10 @@ class Session:
     calls: int = 0
     # Calls with side effects run one at a time, in arrival order.
     write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    inflight: set[asyncio.Task[Any]] = field(default_factory=set)
     # State tools keep between calls (the shell's directory and environment).
     tool_state: dict[str, Any] = field(default_factory=dict)
-    # Calls running or waiting right now: a session with one is never idle.
+    # Calls and transfers running or waiting right now: a session with one
+    # is never idle.
     active_calls: int = 0
     # Answers repeated call ids (idempotency); sized by the manager.
     journal: Journal = field(default_factory=Journal)
@@ -55,3 +57,14 @@ class Session:
     @property
     def expires_at(self) -> float:
         return self.created_at + self.ttl_seconds if self.ttl_seconds else 0.0
+
+    @contextlib.contextmanager
+    def in_use(self) -> Iterator[None]:
+        """Activity for the idle reaper: never idle inside, last used on leaving."""
+        self.active_calls += 1
+        self.last_used = time.monotonic()
+        try:
+            yield
+        finally:
+            self.active_calls -= 1
+            self.last_used = time.monotonic()

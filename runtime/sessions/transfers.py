@@ -1,4 +1,4 @@
-"""Workspaces in and out of a session's sandbox, as tar archives.
+"""Uploads and downloads through a session: workspaces in and out as tar archives.
 
 Archives are unpacked and packed by the in-sandbox agent as the sandbox
 user (`runtime/agent/files.py`): it refuses absolute paths, `..`, links
@@ -6,18 +6,26 @@ leaving the destination, device nodes and setuid bits, and stages the
 archive so a refusal changes nothing. These are operator RPCs, not model
 tools: failures end the RPC (INVALID_ARGUMENT) rather than becoming a
 ToolResult.
+
+A transfer is session activity like a call: the idle reaper leaves the
+session alone while one runs. A transfer that finds the sandbox gone closes
+the session and ends with FAILED_PRECONDITION saying SANDBOX_LOST.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
+from typing import TYPE_CHECKING
 
 from runtime.agent import protocol
-from runtime.errors import BadRequest, ToolFailure
+from runtime.errors import BadRequest, SessionUnusable, ToolFailure
 from runtime.policy.allowlist import is_within, normalize
 from runtime.sessions.session import Session
+
+if TYPE_CHECKING:
+    from runtime.sessions.manager import SessionManager
 
 # The archive travels to the agent as one frame.
 MAX_UPLOAD_BYTES = protocol.MAX_BODY - (1 << 20)
@@ -56,7 +64,11 @@ async def _resolved(session: Session, paths: list[str], what: str) -> list[str]:
 
 
 async def upload_tar(session: Session, dest: str, data: bytes) -> tuple[int, int]:
-    """Unpack a tar archive below `dest`; (files, bytes) unpacked."""
+    """Unpack a tar archive below `dest`; (files, bytes) unpacked.
+
+    On the session as it is: `Transfers.upload` is the RPC's way in; this is
+    also how CreateSession seeds a new session's workspace.
+    """
     if len(data) > MAX_UPLOAD_BYTES:
         msg = f"the archive is {len(data)} bytes; at most {MAX_UPLOAD_BYTES} per upload"
         raise BadRequest(msg)
@@ -67,7 +79,7 @@ async def upload_tar(session: Session, dest: str, data: bytes) -> tuple[int, int
     return reply.files, reply.bytes
 
 
-async def download_tar(session: Session, paths: list[str]) -> AsyncIterator[bytes]:
+async def download_tar(session: Session, paths: list[str]) -> AsyncGenerator[bytes, None]:
     """A tar archive of `paths` (each under its base name), in chunks."""
     if not paths:
         msg = "no paths to download; name at least one, e.g. /workspace"
@@ -95,3 +107,40 @@ async def download_tar(session: Session, paths: list[str]) -> AsyncIterator[byte
             task.cancel()
             with contextlib.suppress(BaseException):
                 await task
+
+
+class Transfers:
+    """Uploads and downloads in the sessions of `manager`, as session activity."""
+
+    def __init__(self, manager: SessionManager) -> None:
+        self._manager = manager
+
+    async def upload(self, tenant: str, session_id: str, dest: str, data: bytes) -> tuple[int, int]:
+        """Unpack a tar archive below `dest` in the session; (files, bytes) unpacked."""
+        session = self._manager.get(tenant, session_id)
+        async with self._using(session):
+            return await upload_tar(session, dest, data)
+
+    async def download(
+        self, tenant: str, session_id: str, paths: list[str]
+    ) -> AsyncGenerator[bytes, None]:
+        """A tar archive of the session's `paths` (each under its base name), in chunks."""
+        session = self._manager.get(tenant, session_id)
+        async with self._using(session), contextlib.aclosing(download_tar(session, paths)) as tar:
+            async for chunk in tar:
+                yield chunk
+
+    @contextlib.asynccontextmanager
+    async def _using(self, session: Session) -> AsyncIterator[None]:
+        """Busy while inside; a failure on a lost sandbox closes the session."""
+        with session.in_use():
+            try:
+                yield
+            except Exception as exc:
+                # However the failure was spelled, a dead sandbox is what to report.
+                reason = session.sandbox.lost
+                if not reason:
+                    raise
+                await self._manager.lose(session, reason)
+                msg = f"SANDBOX_LOST: session {session.id} is closed: {reason}"
+                raise SessionUnusable(msg) from exc

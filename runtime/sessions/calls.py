@@ -1,0 +1,192 @@
+"""The per-call path: budget, validation, journal, write lock, exactly one ToolResult.
+
+A call runs in an open session of its tenant. Its id is looked up in the
+session's journal (a repeat gets the first answer), then the tool's
+arguments are validated, the session's call budget is spent, a tool with
+side effects takes the session's write lock, and every outcome — success,
+tool failure, unexpected error — becomes one ToolResult. A batch (one model
+turn) runs its read-only calls together and every other call alone, in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from runtime.config import Config
+from runtime.errors import (
+    BadRequest,
+    BudgetExhausted,
+    InternalFailure,
+    SandboxLost,
+    SessionNotFound,
+    ToolFailure,
+    UnknownTool,
+)
+from runtime.models import ToolCall, ToolResult
+from runtime.sessions.manager import SessionManager
+from runtime.sessions.session import Session
+from runtime.tools.base import ToolContext
+from runtime.tools.output import fit_output
+from runtime.tools.registry import Registry
+
+log = logging.getLogger(__name__)
+
+
+class Calls:
+    """Tool calls in the sessions of `manager`, with the tools of `registry`."""
+
+    def __init__(self, config: Config, manager: SessionManager, registry: Registry) -> None:
+        self._config = config
+        self._manager = manager
+        self._registry = registry
+
+    async def execute(
+        self,
+        tenant: str,
+        session_id: str,
+        call: ToolCall,
+        on_output: Callable[[str, bytes], None] | None = None,
+    ) -> ToolResult:
+        """Exactly one result per call id: repeats are answered by the journal."""
+        if not call.id:
+            msg = "ToolCall.id must not be empty: results are tied to it"
+            raise BadRequest(msg)
+        session = self._manager.get(tenant, session_id)
+        with session.in_use():
+            return await session.journal.run_once(
+                call, lambda: self._execute_once(session, call, on_output)
+            )
+
+    async def _execute_once(
+        self,
+        session: Session,
+        call: ToolCall,
+        on_output: Callable[[str, bytes], None] | None = None,
+    ) -> ToolResult:
+        started = time.monotonic()
+        try:
+            output = await self._run(session, call, on_output)
+            result = ToolResult(call.id, fit_output(output, self._config.result_cap_bytes))
+        except ToolFailure as failure:
+            if isinstance(failure, SandboxLost):
+                self._lose(session, failure.message)
+            failure.output = fit_output(failure.output, self._config.result_cap_bytes)
+            result = ToolResult.failed(call.id, failure)
+        except Exception:
+            correlation = uuid.uuid4().hex[:12]
+            log.exception("call %s in session %s failed [%s]", call.id, session.id, correlation)
+            internal = InternalFailure(f"internal error; correlation id {correlation}")
+            result = ToolResult.failed(call.id, internal)
+        duration = int((time.monotonic() - started) * 1000)
+        result = ToolResult(result.call_id, result.output, result.error, duration)
+        log.info(
+            "call session=%s id=%s tool=%s ok=%s%s ms=%d",
+            session.id,
+            call.id[:64],
+            call.name[:64],
+            result.ok,
+            f" code={result.error.code}" if result.error else "",
+            duration,
+        )
+        return result
+
+    def _lose(self, session: Session, reason: str) -> None:
+        """The sandbox died under a call: close the session in the background.
+
+        The call's result does not wait for the container's removal.
+        """
+        task = asyncio.ensure_future(self._manager.lose(session, reason))
+        task.add_done_callback(lambda t: t.exception() if not t.cancelled() else None)
+
+    async def _run(
+        self,
+        session: Session,
+        call: ToolCall,
+        on_output: Callable[[str, bytes], None] | None,
+    ) -> dict[str, Any]:
+        tool, args = self._registry.parse(call.name, call.arguments_json)
+        if session.calls >= session.limits.max_calls:
+            msg = (
+                f"this session has used all of its {session.limits.max_calls} tool calls; "
+                "start a new session"
+            )
+            raise BudgetExhausted(msg)
+        session.calls += 1
+        ctx = ToolContext(
+            session_id=session.id,
+            call_id=call.id,
+            agent=session.sandbox.agent,
+            limits=session.limits,
+            env=session.env,
+            kill_grace_s=self._config.kill_grace_s,
+            stream_cap_bytes=self._config.stream_cap_bytes,
+            on_output=on_output,
+            shell=self._config.shell,
+            state=session.tool_state,
+            allowlist=session.allowlist,
+        )
+        if tool.read_only:
+            return await tool.run(ctx, args)
+        async with session.write_lock:
+            if session.sandbox.lost:
+                raise SandboxLost(session.sandbox.lost)
+            return await tool.run(ctx, args)
+
+    async def execute_batch(
+        self, tenant: str, session_id: str, calls: list[ToolCall]
+    ) -> list[ToolResult]:
+        """One model turn's calls: one result per call, in call order.
+
+        Consecutive read-only calls run together; a call with side effects
+        runs alone, after everything before it and before everything after
+        it, so the batch behaves as if run in order while reads overlap.
+        """
+        self._manager.get(tenant, session_id)
+        ids = [c.id for c in calls]
+        if not all(ids):
+            msg = "every ToolCall in a batch needs a non-empty id: results are tied to it"
+            raise BadRequest(msg)
+        if len(set(ids)) != len(ids):
+            msg = "duplicate call ids in one batch; every call needs its own id"
+            raise BadRequest(msg)
+        results: list[ToolResult] = []
+        for group in self._batch_groups(calls):
+            results += await asyncio.gather(
+                *(self._execute_in_batch(tenant, session_id, call) for call in group)
+            )
+        return results
+
+    def _batch_groups(self, calls: list[ToolCall]) -> list[list[ToolCall]]:
+        """Runs of read-only calls, and every other call on its own."""
+        groups: list[list[ToolCall]] = []
+        reads: list[ToolCall] = []
+        for call in calls:
+            if self._read_only(call.name):
+                reads.append(call)
+                continue
+            if reads:
+                groups.append(reads)
+                reads = []
+            groups.append([call])
+        if reads:
+            groups.append(reads)
+        return groups
+
+    def _read_only(self, name: str) -> bool:
+        try:
+            return self._registry.get(name).read_only
+        except UnknownTool:
+            return False
+
+    async def _execute_in_batch(self, tenant: str, session_id: str, call: ToolCall) -> ToolResult:
+        """`execute`, except that a session lost mid-batch answers the rest."""
+        try:
+            return await self.execute(tenant, session_id, call)
+        except SessionNotFound:
+            lost = SandboxLost("the session was closed before this call could run")
+            return ToolResult.failed(call.id, lost)
