@@ -13,7 +13,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -49,6 +49,27 @@ class Limits(BaseModel):
             value = asked if asked else getattr(defaults, name)
             merged[name] = min(value, getattr(maxima, name))
         return Limits(**merged)
+
+
+# Memory a sandbox keeps for its processes beyond its tmpfs filesystems.
+TMPFS_HEADROOM_BYTES = 64 * MiB
+
+
+def tmpfs_overflow(workspace_bytes: int, tmp_bytes: int, memory_bytes: int) -> str:
+    """Why these sizes cannot work together ("" when they can).
+
+    tmpfs pages count against the container's memory limit: a workspace
+    that may fill the memory gets every later command OOM-killed.
+    """
+    room = memory_bytes - TMPFS_HEADROOM_BYTES
+    if workspace_bytes + tmp_bytes <= room:
+        return ""
+    return (
+        f"workspace_bytes {workspace_bytes} + tmp_bytes {tmp_bytes} = "
+        f"{workspace_bytes + tmp_bytes} exceeds memory_bytes {memory_bytes} less "
+        f"{TMPFS_HEADROOM_BYTES >> 20} MiB for processes ({room}); files in /workspace and "
+        "/tmp are held in the sandbox's memory, so ask for more memory or smaller filesystems"
+    )
 
 
 DEFAULT_MAXIMA = Limits(
@@ -181,6 +202,27 @@ class Config(BaseModel):
         if isinstance(value, str):
             return [part.strip() for part in value.split(",") if part.strip()]
         return value
+
+    @model_validator(mode="after")
+    def _tmpfs_fits_memory(self) -> Config:
+        # A session of the defaults, and every warm container (created with
+        # the default memory), must be able to fill its filesystems and run.
+        memory = self.defaults.memory_bytes
+        checks = [("defaults", self.defaults.workspace_bytes, self.defaults.tmp_bytes)]
+        checks += [
+            (
+                f"pool_profiles[{index}]",
+                profile.workspace_bytes or self.defaults.workspace_bytes,
+                profile.tmp_bytes or self.defaults.tmp_bytes,
+            )
+            for index, profile in enumerate(self.pool_profiles)
+        ]
+        for where, workspace, tmp in checks:
+            problem = tmpfs_overflow(workspace, tmp, memory)
+            if problem:
+                msg = f"{where}: {problem} (defaults.memory_bytes)"
+                raise ValueError(msg)
+        return self
 
 
 def _set_path(target: dict[str, Any], dotted: list[str], value: Any) -> None:

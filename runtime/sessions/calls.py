@@ -22,6 +22,7 @@ from runtime.errors import (
     BadRequest,
     BudgetExhausted,
     InternalFailure,
+    InvalidArguments,
     SandboxLost,
     SessionNotFound,
     ToolFailure,
@@ -35,6 +36,9 @@ from runtime.tools.output import fit_output
 from runtime.tools.registry import Registry
 
 log = logging.getLogger(__name__)
+
+# DESIGN: a call id is 1-256 bytes of UTF-8.
+MAX_CALL_ID_BYTES = 256
 
 
 class Calls:
@@ -57,6 +61,11 @@ class Calls:
             msg = "ToolCall.id must not be empty: results are tied to it"
             raise BadRequest(msg)
         session = self._manager.get(tenant, session_id)
+        size = len(call.id.encode())
+        if size > MAX_CALL_ID_BYTES:
+            # Answered, never journaled: an id is what the journal keeps.
+            msg = f"the call id is {size} bytes; a call id is 1 to {MAX_CALL_ID_BYTES} bytes"
+            return ToolResult.failed(call.id, InvalidArguments(msg))
         with session.in_use():
             return await session.journal.run_once(
                 call, lambda: self._execute_once(session, call, on_output)
@@ -109,7 +118,8 @@ class Calls:
         call: ToolCall,
         on_output: Callable[[str, bytes], None] | None,
     ) -> dict[str, Any]:
-        tool, args = self._registry.parse(call.name, call.arguments_json)
+        # Every call the journal keeps counts, refused ones too: the budget
+        # bounds what a session may make the daemon remember.
         if session.calls >= session.limits.max_calls:
             msg = (
                 f"this session has used all of its {session.limits.max_calls} tool calls; "
@@ -117,6 +127,7 @@ class Calls:
             )
             raise BudgetExhausted(msg)
         session.calls += 1
+        tool, args = self._registry.parse(call.name, call.arguments_json)
         ctx = ToolContext(
             session_id=session.id,
             call_id=call.id,

@@ -18,9 +18,11 @@ corrected call needs a new id — the journal does not guess which failures
 are safe to run again.
 
 Memory is bounded: the most recent `max_results` results (and at most
-`max_bytes` of them) are kept; older ones shrink to their id and fingerprint
-(`max_ids` of those), enough to refuse a repeat rather than run it twice. An
-id older than that is forgotten.
+`max_bytes` of them, ids and fingerprints counted) are kept; older ones
+shrink to their id and fingerprint (`max_ids` of those, each id at most 256
+bytes: longer ones are refused before they reach the journal), enough to
+refuse a repeat rather than run it twice. An id older than that is
+forgotten.
 """
 
 from __future__ import annotations
@@ -135,7 +137,13 @@ class Journal:
             self._trim()
             raise
         entry.answer.set_result(result)
-        entry.size = len(result.output_json) + len(result.error.message if result.error else "")
+        # Everything the entry holds: its id, its fingerprint and its result.
+        entry.size = (
+            len(call.id)
+            + len(digest)
+            + len(result.output_json)
+            + len(result.error.message if result.error else "")
+        )
         self._bytes += entry.size
         self._trim()
         return result

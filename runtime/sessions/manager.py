@@ -12,7 +12,7 @@ import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 
-from runtime.config import Config, Limits
+from runtime.config import Config, Limits, tmpfs_overflow
 from runtime.errors import AdmissionRefused, BadRequest, EngineUnavailable, SessionNotFound
 from runtime.policy.allowlist import session_policy
 from runtime.sandbox.backend import SandboxBackend, SandboxSpec
@@ -117,6 +117,10 @@ class SessionManager:
                 msg = f"env {key!r}: names must be non-empty without '=' or NUL"
                 raise BadRequest(msg)
         limits = request.limits.merged_over(self._config.defaults, self._config.maxima)
+        problem = tmpfs_overflow(limits.workspace_bytes, limits.tmp_bytes, limits.memory_bytes)
+        if problem:
+            msg = f"limits (after defaults and maxima): {problem}"
+            raise BadRequest(msg)
         paths = session_policy(request.allowlist, self._config.allowlist_max_roots)
         session_id = uuid.uuid4().hex
         spec = SandboxSpec(
