@@ -32,7 +32,7 @@ from runtime.models import ToolCall, ToolResult
 from runtime.sessions.manager import SessionManager
 from runtime.sessions.session import Session
 from runtime.tools.base import ToolContext
-from runtime.tools.output import fit_output
+from runtime.tools.output import fit_output, without_surrogates
 from runtime.tools.registry import Registry
 
 log = logging.getLogger(__name__)
@@ -80,11 +80,12 @@ class Calls:
         started = time.monotonic()
         try:
             output = await self._run(session, call, on_output)
-            result = ToolResult(call.id, fit_output(output, self._config.result_cap_bytes))
+            result = ToolResult(call.id, self._deliverable(output))
         except ToolFailure as failure:
             if isinstance(failure, SandboxLost):
                 self._lose(session, failure.message)
-            failure.output = fit_output(failure.output, self._config.result_cap_bytes)
+            failure.output = self._deliverable(failure.output)
+            failure.message, _ = without_surrogates(failure.message)
             result = ToolResult.failed(call.id, failure)
         except Exception:
             correlation = uuid.uuid4().hex[:12]
@@ -103,6 +104,15 @@ class Calls:
             duration,
         )
         return result
+
+    def _deliverable(self, output: dict[str, Any]) -> dict[str, Any]:
+        """`output` as it can be sent: within the result cap, and valid Unicode
+        (text from the sandbox that was not UTF-8 gets U+FFFD), so every call
+        gets a result that encodes."""
+        output, replaced = without_surrogates(output)
+        if replaced:
+            output["invalid_utf8_replaced"] = True
+        return fit_output(output, self._config.result_cap_bytes)
 
     def _lose(self, session: Session, reason: str) -> None:
         """The sandbox died under a call: close the session in the background.
