@@ -126,7 +126,7 @@ def test_sessions_create_get_list_close(daemon, client):
     created = run_cli(
         "sessions", "create", *target, "--ttl", "600", "--idle", "60",
         "--env", "A=1", "--label", "team=x", "--limit", "memory_bytes=256M",
-        "--limit", "cpus=0.5",
+        "--limit", "workspace_bytes=128M", "--limit", "cpus=0.5",
     )  # fmt: skip
     assert created.returncode == 0, created.stderr
     session_id = created.stdout.strip()

@@ -122,7 +122,8 @@ def test_invalid_utf8_never_breaks_the_result(session):
 
 
 def test_memory_bomb_is_limit_exceeded_and_session_survives(client):
-    with client.session(limits={"memory_bytes": 128 << 20}) as session:
+    small = {"memory_bytes": 128 << 20, "workspace_bytes": 32 << 20, "tmp_bytes": 16 << 20}
+    with client.session(limits=small) as session:
         bomb = session.shell("python3 -c 'x = bytearray(1 << 30); print(len(x))'", timeout_s=60)
         assert bomb.error_code == "LIMIT_EXCEEDED", bomb
         assert "memory" in bomb.error_message
