@@ -10,7 +10,7 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 from runtime.cli import build_parser
-from runtime.cli_options import parse_size, serve_overrides, session_fields
+from runtime.cli.options import parse_size, serve_overrides, session_fields
 from runtime.config import Config, Limits, load_config
 from runtime.errors import AdmissionRefused
 from runtime.sessions.admission import check_memory

@@ -7,7 +7,7 @@ import json
 import time
 from typing import Any
 
-from runtime.cli_options import add_session_options, session_fields
+from runtime.cli.options import add_session_options, session_fields
 
 DEFAULT_TARGET = "127.0.0.1:50051"
 

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any, BinaryIO
 
-from runtime.cli_options import add_session_options, parse_pair, session_fields
+from runtime.cli.options import add_session_options, parse_pair, session_fields
 
 EXIT_TIMEOUT = 124
 EXIT_TOOLRT = 125

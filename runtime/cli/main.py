@@ -3,56 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
-import logging
 import sys
 import tarfile
-import uuid
 from typing import Any
 
-from runtime import cli_run, cli_sessions
-from runtime.cli_options import add_serve_flags, serve_overrides
-from runtime.config import load_config
-
-
-def _serve(args: argparse.Namespace) -> int:
-    from runtime.server.app import serve
-
-    overrides: dict[str, Any] = {
-        "listen": args.listen,
-        "unix_socket": args.unix_socket,
-        "instance": args.instance,
-        "image": args.image,
-    }
-    overrides.update(serve_overrides(args))
-    config = load_config(args.config, overrides)
-    logging.basicConfig(
-        level=config.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    asyncio.run(serve(config))
-    return 0
-
-
-def _mcp(args: argparse.Namespace) -> int:
-    from runtime.mcp_front import LocalFront, RemoteFront, ToolFront, serve_mcp
-
-    # stdout carries the protocol: logs go to stderr.
-    logging.basicConfig(
-        level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    front: ToolFront
-    if args.target:
-        front = RemoteFront(args.target)
-    else:
-        overrides = {
-            "instance": args.instance or f"toolrt-mcp-{uuid.uuid4().hex[:12]}",
-            "image": args.image,
-        }
-        front = LocalFront(load_config(args.config, overrides))
-    asyncio.run(serve_mcp(front))
-    return 0
+from runtime.cli import run, serve, sessions
 
 
 def _client(args: argparse.Namespace) -> Any:
@@ -106,30 +62,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="toolrt", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    serve = sub.add_parser("serve", help="run the daemon in the foreground")
-    serve.add_argument("--config", help="TOML config file (also TOOLRT_CONFIG)")
-    serve.add_argument("--listen", help="TCP address, e.g. 127.0.0.1:50051")
-    serve.add_argument("--unix-socket", dest="unix_socket", help="also serve on this unix socket")
-    serve.add_argument("--instance", help="this daemon's name in container labels")
-    serve.add_argument("--image", help="default sandbox image")
-    add_serve_flags(serve)
-    serve.set_defaults(func=_serve)
-
-    mcp = sub.add_parser("mcp", help="serve the tools as an MCP server on stdio")
-    mcp.add_argument(
-        "--target", default="", help="use a session on this running daemon (default: in-process)"
-    )
-    mcp.add_argument("--config", help="TOML config file of the in-process core")
-    mcp.add_argument("--instance", help="container label of the in-process core (default: unique)")
-    mcp.add_argument("--image", help="sandbox image")
-    mcp.set_defaults(func=_mcp)
+    serve.add_commands(sub)
 
     def client_parser(name: str, help_text: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text)
         p.add_argument("--target", default="127.0.0.1:50051", help="daemon address")
         return p
 
-    cli_sessions.add_commands(sub)
+    sessions.add_commands(sub)
 
     call = client_parser("call", "run one tool call: toolrt call SESSION TOOL JSON")
     call.add_argument("session_id")
@@ -141,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("source")
     cp.add_argument("dest")
     cp.set_defaults(func=_cp)
-    cli_run.add_commands(sub, client_parser)
+    run.add_commands(sub, client_parser)
     return parser
 
 
