@@ -9,6 +9,7 @@ flags. Per-session requests are clamped to `maxima`.
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -114,6 +115,82 @@ class PoolProfile(BaseModel):
     """Size of their /tmp tmpfs (0 for `defaults.tmp_bytes`)."""
 
 
+# DESIGN: a tenant name, wherever it comes from (config, token, certificate).
+TENANT_NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,62}")
+
+
+def tenant_name_problem(name: str) -> str:
+    """Why `name` cannot be a tenant ("" when it can)."""
+    if TENANT_NAME.fullmatch(name):
+        return ""
+    return (
+        f"{name[:80]!r} is not a tenant name: expected 1 to 63 of a-z 0-9 _ . - "
+        "starting with a letter or digit"
+    )
+
+
+class AuthConfig(BaseModel):
+    """Who may call: tokens, TLS and client certificates, the unix socket's tenant."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tokens_file: str = ""
+    """Hashed bearer tokens (`toolrt tokens create|list|revoke` edit it); read
+    again within 5 s of a change. Empty: no tokens."""
+    tls_cert_file: str = ""
+    """PEM certificate (chain) of the TCP listener; with `tls_key_file` the
+    daemon speaks TLS. Empty: plaintext."""
+    tls_key_file: str = ""
+    """PEM private key of `tls_cert_file`."""
+    tls_client_ca_file: str = ""
+    """PEM CA bundle for client certificates (mutual TLS): every TCP client
+    must then present one it signed, and the certificate's URI SAN
+    `toolrt://tenant/NAME` (else its CN) is the caller's tenant."""
+    unix_tenant: str = "default"
+    """Tenant of unix-socket callers that present no token (the socket's mode
+    and group decide who can connect)."""
+
+    @field_validator("unix_tenant")
+    @classmethod
+    def _tenant_name(cls, value: str) -> str:
+        problem = tenant_name_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    @property
+    def enabled(self) -> bool:
+        """Whether TCP callers must authenticate (tokens or client certificates)."""
+        return bool(self.tokens_file or self.tls_client_ca_file)
+
+
+class TenantQuota(BaseModel):
+    """Ceilings of one tenant; a key left out sets none."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_sessions: int | None = Field(None, ge=0)
+    """Live sessions at once."""
+    max_memory_bytes: int | None = Field(None, ge=0)
+    """Memory of its live sessions, summed."""
+    max_cpus: float | None = Field(None, ge=0)
+    """CPUs of its live sessions, summed."""
+    calls_per_second: float | None = Field(None, gt=0)
+    """Tool calls per second, refilled continuously (a batch of N spends N)."""
+    burst: int | None = Field(None, ge=1)
+    """Calls that may come at once after a quiet spell (default: calls_per_second, at least 1)."""
+    images: list[str] | None = None
+    """Images it may use (fnmatch patterns, e.g. "toolrt-sandbox:*")."""
+    runtimes: list[str] | None = None
+    """OCI runtimes its sessions may run under, as in `runtime` ("" is the engine's default)."""
+    secrets: list[str] | None = None
+    """Secret names it may request (enforced once sessions get secrets)."""
+    network_allow_max: list[str] | None = None
+    """Host patterns it may request (enforced once sessions get network egress)."""
+    snapshot_max_bytes: int | None = Field(None, ge=0)
+    """All its snapshots together (enforced once snapshots exist)."""
+
+
 class Config(BaseModel):
     """Everything the daemon can be told; defaults are production-sane."""
 
@@ -123,6 +200,19 @@ class Config(BaseModel):
     """TCP address of the gRPC server; empty to serve only on the unix socket."""
     unix_socket: str = ""
     """Path of an extra unix-socket listener (empty: none)."""
+    unix_socket_mode: int = Field(0o600, ge=0, le=0o777)
+    """File mode of the unix socket: who may connect (grpcio cannot tell the
+    caller's uid). An octal string such as "0660" is read as octal."""
+    unix_socket_group: str = ""
+    """Group (name or number) of the unix socket; empty: the daemon's."""
+    auth: AuthConfig = Field(default_factory=lambda: AuthConfig())
+    """Authentication: tokens, TLS, client certificates, the unix socket's tenant."""
+    tenants: dict[str, TenantQuota] = Field(default_factory=dict)
+    """Per-tenant ceilings, `[tenants.NAME]`; an unlisted tenant gets
+    `[tenants.default]` when it exists; no tables: no tenant ceilings."""
+    audit_log: str = ""
+    """Path of the audit log (one JSON object a line, appended and flushed
+    before each answer); empty: none."""
     instance: str = "toolrtd"
     """This daemon's name in the `toolrt.daemon` label. Containers carrying it
     from an earlier run are removed at start-up, so give each daemon sharing
@@ -194,6 +284,32 @@ class Config(BaseModel):
     allowlist_max_roots: list[str] = Field(default_factory=lambda: ["/workspace", "/tmp"])
     """Ceiling of every session's path allowlist: requested read/write roots
     must lie below one of these (else INVALID_ARGUMENT)."""
+
+    @field_validator("unix_socket_mode", mode="before")
+    @classmethod
+    def _mode_from_text(cls, value: Any) -> Any:
+        # From the environment or --set: "0660" means octal, as for chmod.
+        if isinstance(value, str):
+            try:
+                return int(value, 8)
+            except ValueError:
+                msg = f"unix_socket_mode {value!r}: expected an octal mode such as 0660"
+                raise ValueError(msg) from None
+        return value
+
+    @field_validator("tenants")
+    @classmethod
+    def _tenant_names(cls, value: dict[str, TenantQuota]) -> dict[str, TenantQuota]:
+        for name in value:
+            problem = tenant_name_problem(name)
+            if problem:
+                msg = f"[tenants.{name}]: {problem}"
+                raise ValueError(msg)
+        return value
+
+    def quota_of(self, tenant: str) -> TenantQuota | None:
+        """The tenant's table, else `[tenants.default]`, else None (no ceilings)."""
+        return self.tenants.get(tenant) or self.tenants.get("default")
 
     @field_validator("allowlist_max_roots", mode="before")
     @classmethod

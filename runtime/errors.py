@@ -1,6 +1,7 @@
 """Every error toolrt raises, and what it becomes at the edge.
 
     ToolrtError
+    ├── ConfigurationError       the daemon refuses to start, saying which setting
     ├── ToolFailure              → ToolResult.error.code (for the model)
     │   ├── UnknownTool          UNKNOWN_TOOL
     │   ├── InvalidArguments     INVALID_ARGUMENTS
@@ -14,11 +15,14 @@
     │   └── InternalFailure      INTERNAL
     └── RequestError             → gRPC status (for the agent loop)
         ├── Unauthenticated      UNAUTHENTICATED
+        ├── PermissionDenied     PERMISSION_DENIED
         ├── SessionNotFound      NOT_FOUND
         ├── BadRequest           INVALID_ARGUMENT
         ├── SessionUnusable      FAILED_PRECONDITION
         ├── AdmissionRefused     RESOURCE_EXHAUSTED
-        └── EngineUnavailable    UNAVAILABLE
+        │   └── RateLimited      RESOURCE_EXHAUSTED (the wait in the message)
+        ├── EngineUnavailable    UNAVAILABLE
+        └── AuditUnavailable     UNAVAILABLE (the audit log cannot be written)
 
 Tool failures travel inside a ToolResult; request errors end the RPC. Only
 `server.interceptor` turns request errors into status codes, and only
@@ -34,6 +38,10 @@ import grpc
 
 class ToolrtError(Exception):
     """Base of every error toolrt raises on purpose."""
+
+
+class ConfigurationError(ToolrtError):
+    """The daemon cannot start with this configuration; the message names the setting."""
 
 
 class ToolFailure(ToolrtError):
@@ -112,7 +120,20 @@ class RequestError(ToolrtError):
 
 
 class Unauthenticated(RequestError):
+    """No credentials, or credentials that name no principal (the message says which)."""
+
     status = grpc.StatusCode.UNAUTHENTICATED
+
+    def __init__(self, message: str, reason: str = "invalid") -> None:
+        super().__init__(message)
+        # One word for counting refusals: missing, malformed, wrong, certificate.
+        self.reason = reason
+
+
+class PermissionDenied(RequestError):
+    """The principal may not use what it asked for (an image, a runtime, tools at all)."""
+
+    status = grpc.StatusCode.PERMISSION_DENIED
 
 
 class SessionNotFound(RequestError):
@@ -136,15 +157,32 @@ class AdmissionRefused(RequestError):
     status = grpc.StatusCode.RESOURCE_EXHAUSTED
 
 
+class RateLimited(AdmissionRefused):
+    """A tenant's calls per second are spent; `retry_after_s` says for how long."""
+
+    def __init__(self, message: str, retry_after_s: float) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
 class EngineUnavailable(RequestError):
+    status = grpc.StatusCode.UNAVAILABLE
+
+
+class AuditUnavailable(RequestError):
+    """The audit log cannot be written: nothing that must be recorded runs meanwhile."""
+
     status = grpc.StatusCode.UNAVAILABLE
 
 
 REQUEST_ERRORS: tuple[type[RequestError], ...] = (
     Unauthenticated,
+    PermissionDenied,
     SessionNotFound,
     BadRequest,
     SessionUnusable,
     AdmissionRefused,
+    RateLimited,
     EngineUnavailable,
+    AuditUnavailable,
 )

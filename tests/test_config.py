@@ -11,7 +11,7 @@ from pydantic import BaseModel, ValidationError
 
 from runtime.cli import build_parser
 from runtime.cli.options import parse_size, serve_overrides, session_fields
-from runtime.config import Config, Limits, load_config
+from runtime.config import Config, Limits, TenantQuota, load_config
 from runtime.errors import AdmissionRefused
 from runtime.sessions.admission import check_memory
 from runtime.sessions.reaper import clamp_window, expiry_reason
@@ -34,7 +34,7 @@ def keys_of(model: type[BaseModel], prefix: str = "") -> set[str]:
 def flat(data: dict, prefix: str = "") -> set[str]:
     keys = set()
     for name, value in data.items():
-        if isinstance(value, dict) and name != "extra_labels":
+        if isinstance(value, dict) and name not in ("extra_labels", "tenants"):
             keys |= flat(value, f"{prefix}{name}.")
         else:
             keys.add(prefix + name)
@@ -45,6 +45,34 @@ def test_the_example_file_lists_every_setting_at_its_default():
     data = tomllib.loads(EXAMPLE.read_text())
     assert flat(data) == keys_of(Config)
     assert load_config(EXAMPLE, environ={}) == Config()
+
+
+def test_the_example_file_documents_every_tenant_key():
+    text = EXAMPLE.read_text()
+    block = text.split("\n# [tenants.alice]\n", 1)[1].split("\n\n", 1)[0]
+    data = tomllib.loads("\n".join(line.removeprefix("# ") for line in block.splitlines()))
+    assert set(data) == set(TenantQuota.model_fields)
+    assert Config(tenants={"alice": data}).tenants["alice"].burst == 40
+
+
+def test_tenant_tables_and_names():
+    config = load_config(
+        None,
+        {"tenants": {"default": {"max_sessions": 2}, "alice": {"images": ["a:*"]}}},
+        environ={"TOOLRT_UNIX_SOCKET_MODE": "0660", "TOOLRT_AUTH__TOKENS_FILE": "/t"},
+    )
+    assert config.unix_socket_mode == 0o660 and config.auth.tokens_file == "/t"
+    assert config.auth.enabled
+    assert config.quota_of("alice").images == ["a:*"]
+    assert config.quota_of("bob").max_sessions == 2
+    assert Config().quota_of("bob") is None and not Config().auth.enabled
+    for bad in ("Alice", "a/b", "..", "", "a" * 64, "-a", "a b", "é"):
+        with pytest.raises(ValidationError, match="not a tenant name"):
+            Config(tenants={bad: {}})
+    with pytest.raises(ValidationError, match="not a tenant name"):
+        Config(auth={"unix_tenant": "../x"})
+    with pytest.raises(ValidationError, match="octal mode"):
+        load_config(None, {"unix_socket_mode": "rw"}, environ={})
 
 
 def test_sources_in_order_file_env_flags(tmp_path):
