@@ -57,10 +57,23 @@ class Calls:
         on_output: Callable[[str, bytes], None] | None = None,
     ) -> ToolResult:
         """Exactly one result per call id: repeats are answered by the journal."""
+        return await self._execute(tenant, session_id, call, on_output, spend=1)
+
+    async def _execute(
+        self,
+        tenant: str,
+        session_id: str,
+        call: ToolCall,
+        on_output: Callable[[str, bytes], None] | None,
+        spend: int,
+    ) -> ToolResult:
+        """`execute`, spending `spend` of the tenant's call rate (a batch spends up front)."""
         if not call.id:
             msg = "ToolCall.id must not be empty: results are tied to it"
             raise BadRequest(msg)
         session = self._manager.get(tenant, session_id)
+        if spend:
+            self._manager.quotas.spend_calls(tenant, spend)
         size = len(call.id.encode())
         if size > MAX_CALL_ID_BYTES:
             # Answered, never journaled: an id is what the journal keeps.
@@ -175,6 +188,7 @@ class Calls:
         if len(set(ids)) != len(ids):
             msg = "duplicate call ids in one batch; every call needs its own id"
             raise BadRequest(msg)
+        self._manager.quotas.spend_calls(tenant, len(calls))
         results: list[ToolResult] = []
         for group in self._batch_groups(calls):
             results += await asyncio.gather(
@@ -207,7 +221,7 @@ class Calls:
     async def _execute_in_batch(self, tenant: str, session_id: str, call: ToolCall) -> ToolResult:
         """`execute`, except that a session lost mid-batch answers the rest."""
         try:
-            return await self.execute(tenant, session_id, call)
+            return await self._execute(tenant, session_id, call, None, spend=0)
         except SessionNotFound:
             lost = SandboxLost("the session was closed before this call could run")
             return ToolResult.failed(call.id, lost)

@@ -10,15 +10,17 @@ import asyncio
 import logging
 import uuid
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from runtime.config import Config, Limits, tmpfs_overflow
 from runtime.errors import AdmissionRefused, BadRequest, EngineUnavailable, SessionNotFound
 from runtime.policy.allowlist import session_policy
-from runtime.sandbox.backend import SandboxBackend, SandboxSpec
+from runtime.sandbox.backend import Sandbox, SandboxBackend, SandboxSpec
 from runtime.sessions.admission import check_memory
 from runtime.sessions.journal import Journal
 from runtime.sessions.pool import WarmPool
+from runtime.sessions.quotas import TenantQuotas
 from runtime.sessions.reaper import clamp_window
 from runtime.sessions.session import CLOSED, CLOSING, READY, Allowlist, Session
 from runtime.sessions.transfers import upload_tar
@@ -49,9 +51,18 @@ class SessionRequest:
 class SessionManager:
     """The open sessions of every tenant, and the sandboxes under them."""
 
-    def __init__(self, config: Config, backend: SandboxBackend) -> None:
+    def __init__(
+        self,
+        config: Config,
+        backend: SandboxBackend,
+        on_ended: Callable[[Session, str], None] | None = None,
+    ) -> None:
         self._config = config
         self._backend = backend
+        # Told of every session the daemon ends itself (TTL, idle, a lost
+        # sandbox, shutdown) with the reason; CloseSession's caller knows already.
+        self._on_ended = on_ended or (lambda session, reason: None)
+        self.quotas = TenantQuotas(config)
         self._sessions: dict[str, Session] = {}
         self._closed: OrderedDict[str, str] = OrderedDict()
         self._creating = 0
@@ -131,27 +142,13 @@ class SessionManager:
             labels=request.labels,
             runtime=self._config.runtime,
         )
-        check_memory(self._config)
-        pool = self._pool
-        # Claiming a warm container moves it from the pool to the sessions:
-        # the live count stays the same, so a full daemon can still serve it.
-        if pool is None or not pool.can_serve(spec.image, limits, tenant, request.labels):
-            self._refuse_if_full()
-        self._creating += 1
+        self.quotas.admit(tenant, spec.image, spec.runtime, limits)
         try:
-            await self._ensure_reaped()
-            warm = await pool.claim(spec.image, limits, tenant, request.labels) if pool else None
-            if warm is not None:
-                session_id, sandbox = warm.session_id, warm.sandbox
-                spec = replace(spec, session_id=session_id)
-            else:
-                if pool is not None and self._live() > self._config.max_sessions:
-                    # The warm container this request counted on is gone.
-                    msg = f"the configured maximum of {self._config.max_sessions} sessions is live"
-                    raise AdmissionRefused(msg)
-                sandbox = await self._backend.create(spec)
-        finally:
-            self._creating -= 1
+            spec, sandbox = await self._sandbox_for(spec, request)
+        except BaseException:
+            self.quotas.release(tenant, limits)
+            raise
+        session_id = spec.session_id
         session = Session(
             id=session_id,
             tenant=tenant,
@@ -189,6 +186,30 @@ class SessionManager:
         log.info("session %s created (image %s, tenant %s)", session_id, spec.image, tenant)
         return session
 
+    async def _sandbox_for(
+        self, spec: SandboxSpec, request: SessionRequest
+    ) -> tuple[SandboxSpec, Sandbox]:
+        """A warm container when one fits, else a new one (admission checked)."""
+        check_memory(self._config)
+        pool, limits, tenant = self._pool, spec.limits, spec.tenant
+        # Claiming a warm container moves it from the pool to the sessions:
+        # the live count stays the same, so a full daemon can still serve it.
+        if pool is None or not pool.can_serve(spec.image, limits, tenant, request.labels):
+            self._refuse_if_full()
+        self._creating += 1
+        try:
+            await self._ensure_reaped()
+            warm = await pool.claim(spec.image, limits, tenant, request.labels) if pool else None
+            if warm is not None:
+                return replace(spec, session_id=warm.session_id), warm.sandbox
+            if pool is not None and self._live() > self._config.max_sessions:
+                # The warm container this request counted on is gone.
+                msg = f"the configured maximum of {self._config.max_sessions} sessions is live"
+                raise AdmissionRefused(msg)
+            return spec, await self._backend.create(spec)
+        finally:
+            self._creating -= 1
+
     def get(self, tenant: str, session_id: str) -> Session:
         session = self._sessions.get(session_id)
         if session is None or session.tenant != tenant or session.state != READY:
@@ -206,6 +227,7 @@ class SessionManager:
     async def expire(self, session: Session, reason: str) -> None:
         """Close `session` for `reason` (TTL or idle); its running calls get it."""
         await self._close(session, reason)
+        self._on_ended(session, reason)
 
     async def close(self, tenant: str, session_id: str) -> str:
         session = self._sessions.get(session_id)
@@ -225,7 +247,8 @@ class SessionManager:
             await self._backend.destroy(session.id)
         finally:
             session.state = CLOSED
-            self._sessions.pop(session.id, None)
+            if self._sessions.pop(session.id, None) is not None:
+                self.quotas.release(session.tenant, session.limits)
             self._closed[session.id] = session.tenant
             while len(self._closed) > CLOSED_MEMORY:
                 self._closed.popitem(last=False)
@@ -239,6 +262,7 @@ class SessionManager:
             return
         log.warning("session %s lost its sandbox: %s", session.id, reason)
         await self._close(session, reason)
+        self._on_ended(session, reason)
 
     async def shutdown(self) -> None:
         """Answer every in-flight call (SANDBOX_LOST) and close every session."""
@@ -253,3 +277,5 @@ class SessionManager:
         # Let the aborted calls turn into results before sandboxes vanish.
         await asyncio.sleep(0)
         await asyncio.gather(*(self._close(s) for s in sessions), return_exceptions=True)
+        for session in sessions:
+            self._on_ended(session, "the daemon is shutting down")
