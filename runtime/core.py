@@ -1,4 +1,4 @@
-"""The one composition root: `build_core(config)` wires backend, tools and sessions.
+"""The one composition root: `build_core(config)` wires backend, tools, sessions and audit.
 
 Every front builds on it (the gRPC daemon in `server.app`, `toolrt mcp`, the
 tests), so each gets the same wiring; none constructs a backend or a
@@ -7,13 +7,17 @@ session manager itself.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
+from runtime.audit import DAEMON, AuditLog
 from runtime.config import Config
+from runtime.errors import AuditUnavailable
 from runtime.sandbox.backend import SandboxBackend
 from runtime.sessions.calls import Calls
 from runtime.sessions.manager import SessionManager
 from runtime.sessions.reaper import Reaper
+from runtime.sessions.session import Session
 from runtime.sessions.transfers import Transfers
 from runtime.tools.registry import Registry, default_registry
 
@@ -30,6 +34,8 @@ class Core:
     calls: Calls
     transfers: Transfers
     reaper: Reaper
+    # Who did what: session events, calls, transfers, refused authentications.
+    audit: AuditLog
 
     async def start(self, *, reap_expired: bool = True) -> None:
         """Reap a previous run's sandboxes, fill the pool, start the reaper.
@@ -47,6 +53,7 @@ class Core:
         try:
             await self.manager.shutdown()
         finally:
+            self.audit.close()
             await self.backend.close()
 
 
@@ -60,7 +67,14 @@ def build_core(
 
         backend = DockerBackend(config)
     registry = registry or default_registry()
-    manager = SessionManager(config, backend)
+    audit = AuditLog(config.audit_log)
+
+    def ended(session: Session, reason: str) -> None:
+        # Kept by the audit log until it can be written; nothing to answer here.
+        with contextlib.suppress(AuditUnavailable):
+            audit.session("session.close", DAEMON, session.id, tenant=session.tenant, reason=reason)
+
+    manager = SessionManager(config, backend, ended)
     reaper = Reaper(manager.live_sessions, manager.expire, config.reaper_interval_s)
     calls = Calls(config, manager, registry)
-    return Core(config, backend, registry, manager, calls, Transfers(manager), reaper)
+    return Core(config, backend, registry, manager, calls, Transfers(manager), reaper, audit)
