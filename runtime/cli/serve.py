@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import sys
 import uuid
 from typing import Any
 
 from runtime.cli.options import add_serve_flags, serve_overrides
 from runtime.config import load_config
+from runtime.errors import ConfigurationError
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -27,7 +29,11 @@ def _serve(args: argparse.Namespace) -> int:
         level=config.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    asyncio.run(serve(config))
+    try:
+        asyncio.run(serve(config))
+    except ConfigurationError as exc:
+        print(f"toolrt serve: refusing to start: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

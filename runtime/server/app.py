@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 
@@ -12,15 +13,21 @@ from grpc_reflection.v1alpha import reflection
 
 from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
 from runtime._proto.toolruntime.v1 import runtime_pb2_grpc as pb_grpc
+from runtime.auth.credentials import Authenticator
 from runtime.config import Config
 from runtime.core import Core, build_core
+from runtime.errors import AuditUnavailable
+from runtime.server.auth import AuthInterceptor
 from runtime.server.interceptor import ErrorInterceptor
+from runtime.server.listeners import add_listeners, check_startup
 from runtime.server.service import ToolRuntimeService
 
 log = logging.getLogger(__name__)
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["ToolRuntime"].full_name
 MAX_MESSAGE_BYTES = 64 << 20
+# How often counted authentication refusals are written once their minute is over.
+DENIALS_FLUSH_S = 5.0
 
 
 class Daemon:
@@ -29,8 +36,11 @@ class Daemon:
     def __init__(self, core: Core) -> None:
         self.core = core
         self.config = config = core.config
+        check_startup(config)
+        self.authenticator = Authenticator(config.auth)
         self.server = grpc.aio.server(
-            interceptors=[ErrorInterceptor()],
+            # Errors outermost, so a refused authentication is a status like any other.
+            interceptors=[ErrorInterceptor(), AuthInterceptor(self.authenticator, core.audit)],
             options=[
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
@@ -42,15 +52,9 @@ class Daemon:
         reflection.enable_server_reflection(
             [SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME], self.server
         )
-        self.port = 0
-        if config.listen:
-            self.port = self.server.add_insecure_port(config.listen)
-            if self.port == 0:
-                msg = f"cannot listen on {config.listen}"
-                raise OSError(msg)
-        if config.unix_socket:
-            self.server.add_insecure_port(f"unix:{config.unix_socket}")
+        self.port = add_listeners(self.server, config)
         self._stopped = asyncio.Event()
+        self._flusher: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         await self.core.start()
@@ -58,6 +62,7 @@ class Daemon:
         serving = health_pb2.HealthCheckResponse.SERVING
         await self.health.set("", serving)
         await self.health.set(SERVICE_NAME, serving)
+        self._flusher = asyncio.ensure_future(self._flush_denials())
         log.info(
             "toolrt %s serving on %s%s",
             self.config.instance,
@@ -71,10 +76,19 @@ class Daemon:
             return
         self._stopped.set()
         await self.health.enter_graceful_shutdown()
+        if self._flusher is not None:
+            self._flusher.cancel()
         # The core first, while the server still carries the answers it gives.
         await self.core.stop()
         await self.server.stop(grace)
         log.info("toolrt %s stopped", self.config.instance)
+
+    async def _flush_denials(self) -> None:
+        while True:
+            await asyncio.sleep(DENIALS_FLUSH_S)
+            # A broken log keeps them and says so; the next RPC is refused anyway.
+            with contextlib.suppress(AuditUnavailable):
+                self.core.audit.flush_denials()
 
     async def wait(self) -> None:
         await self._stopped.wait()

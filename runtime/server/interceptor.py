@@ -47,29 +47,45 @@ def _wrap_stream(fn: Callable[..., AsyncIterator[Any]]) -> Callable[..., AsyncIt
     return handler
 
 
-class ErrorInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+Wrapper = Callable[[Callable[..., Any]], Callable[..., Any]]
+
+
+def rewrap(
+    handler: grpc.RpcMethodHandler, unary: Wrapper, stream: Wrapper
+) -> grpc.RpcMethodHandler:
+    """`handler` with its behaviour wrapped: `unary` for single replies, `stream` for streams."""
+    kwargs = {
+        "request_deserializer": handler.request_deserializer,
+        "response_serializer": handler.response_serializer,
+    }
+    if handler.unary_unary:
+        return grpc.unary_unary_rpc_method_handler(unary(handler.unary_unary), **kwargs)
+    if handler.unary_stream:
+        return grpc.unary_stream_rpc_method_handler(stream(handler.unary_stream), **kwargs)
+    if handler.stream_unary:
+        return grpc.stream_unary_rpc_method_handler(unary(handler.stream_unary), **kwargs)
+    if handler.stream_stream:
+        return grpc.stream_stream_rpc_method_handler(stream(handler.stream_stream), **kwargs)
+    return handler
+
+
+class HandlerInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+    """Wraps each method's handler with the (unary, stream) pair `wrappers` gives for it."""
+
+    def wrappers(self, method: str) -> tuple[Wrapper, Wrapper] | None:
+        """How to wrap `method` ("/package.Service/Method"); None leaves it as it is."""
+        raise NotImplementedError
+
     async def intercept_service(
         self,
         continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
         details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler:
         handler = await continuation(details)
-        if handler is None:
-            return None
-        kwargs = {
-            "request_deserializer": handler.request_deserializer,
-            "response_serializer": handler.response_serializer,
-        }
-        if handler.unary_unary:
-            return grpc.unary_unary_rpc_method_handler(_wrap_unary(handler.unary_unary), **kwargs)
-        if handler.unary_stream:
-            return grpc.unary_stream_rpc_method_handler(
-                _wrap_stream(handler.unary_stream), **kwargs
-            )
-        if handler.stream_unary:
-            return grpc.stream_unary_rpc_method_handler(_wrap_unary(handler.stream_unary), **kwargs)
-        if handler.stream_stream:
-            return grpc.stream_stream_rpc_method_handler(
-                _wrap_stream(handler.stream_stream), **kwargs
-            )
-        return handler
+        wrappers = self.wrappers(details.method) if handler is not None else None
+        return handler if wrappers is None else rewrap(handler, *wrappers)
+
+
+class ErrorInterceptor(HandlerInterceptor):
+    def wrappers(self, method: str) -> tuple[Wrapper, Wrapper]:
+        return _wrap_unary, _wrap_stream

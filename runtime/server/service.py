@@ -1,9 +1,15 @@
-"""The ToolRuntime servicer: each method converts, calls the domain, converts back."""
+"""The ToolRuntime servicer: each method converts, calls the domain, converts back.
+
+Every method runs as the principal `AuthInterceptor` found (its tenant
+scopes every session it names) and leaves its audit records before it
+answers; `audit.guard` refuses it while the audit log cannot be written.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -13,15 +19,10 @@ from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
 from runtime._proto.toolruntime.v1 import runtime_pb2_grpc as pb_grpc
 from runtime.core import Core
 from runtime.dialects import registry as dialects
+from runtime.errors import AuditUnavailable
 from runtime.models import ToolResult
 from runtime.server import convert
-
-# Until authentication lands every caller is this tenant.
-DEFAULT_TENANT = "default"
-
-
-def tenant_of(context: grpc.aio.ServicerContext) -> str:
-    return DEFAULT_TENANT
+from runtime.server.auth import principal_of
 
 
 async def _not_yet(context: grpc.aio.ServicerContext, name: str) -> None:
@@ -36,30 +37,47 @@ class ToolRuntimeService(pb_grpc.ToolRuntimeServicer):
         self._calls = core.calls
         self._transfers = core.transfers
         self._registry = core.registry
+        self._audit = core.audit
 
     async def CreateSession(
         self, request: pb.CreateSessionRequest, context: grpc.aio.ServicerContext
     ) -> pb.Session:
-        session = await self._manager.create(
-            tenant_of(context), convert.session_request_from_pb(request)
-        )
+        who = principal_of(context)
+        with self._audit.guard("session.create", who, ""):
+            session = await self._manager.create(
+                who.tenant, convert.session_request_from_pb(request)
+            )
+        try:
+            self._audit.session("session.create", who, session.id, image=session.image)
+        except BaseException:
+            # Unrecorded, the session must not exist: nobody could account for it.
+            # (Its records wait in the audit log's memory until they can be written.)
+            await self._manager.close(who.tenant, session.id)
+            with contextlib.suppress(AuditUnavailable):
+                self._audit.session("session.close", who, session.id, reason="unrecorded")
+            raise
         return convert.session_to_pb(session)
 
     async def GetSession(
         self, request: pb.GetSessionRequest, context: grpc.aio.ServicerContext
     ) -> pb.Session:
-        return convert.session_to_pb(self._manager.get(tenant_of(context), request.session_id))
+        return convert.session_to_pb(
+            self._manager.get(principal_of(context).tenant, request.session_id)
+        )
 
     async def ListSessions(
         self, request: pb.ListSessionsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListSessionsResponse:
-        sessions = self._manager.sessions_of(tenant_of(context))
+        sessions = self._manager.sessions_of(principal_of(context).tenant)
         return pb.ListSessionsResponse(sessions=[convert.session_to_pb(s) for s in sessions])
 
     async def CloseSession(
         self, request: pb.CloseSessionRequest, context: grpc.aio.ServicerContext
     ) -> pb.CloseSessionResponse:
-        state = await self._manager.close(tenant_of(context), request.session_id)
+        who = principal_of(context)
+        with self._audit.guard("session.close", who, request.session_id):
+            state = await self._manager.close(who.tenant, request.session_id)
+        self._audit.session("session.close", who, request.session_id, reason="closed")
         return pb.CloseSessionResponse(session_id=request.session_id, state=state)
 
     async def ListTools(
@@ -71,16 +89,19 @@ class ToolRuntimeService(pb_grpc.ToolRuntimeServicer):
     async def Execute(
         self, request: pb.ExecuteRequest, context: grpc.aio.ServicerContext
     ) -> pb.ToolResult:
-        result = await self._calls.execute(
-            tenant_of(context), request.session_id, convert.call_from_pb(request.call)
-        )
+        who, call = principal_of(context), convert.call_from_pb(request.call)
+        with self._audit.guard("call", who, request.session_id, [call]):
+            result = await self._calls.execute(who.tenant, request.session_id, call)
+        self._audit.calls(who, request.session_id, [call], [result])
         return convert.result_to_pb(result)
 
     async def ExecuteBatch(
         self, request: pb.ExecuteBatchRequest, context: grpc.aio.ServicerContext
     ) -> pb.ExecuteBatchResponse:
-        calls = [convert.call_from_pb(c) for c in request.calls]
-        results = await self._calls.execute_batch(tenant_of(context), request.session_id, calls)
+        who, calls = principal_of(context), [convert.call_from_pb(c) for c in request.calls]
+        with self._audit.guard("call", who, request.session_id, calls):
+            results = await self._calls.execute_batch(who.tenant, request.session_id, calls)
+        self._audit.calls(who, request.session_id, calls, results)
         return pb.ExecuteBatchResponse(results=[convert.result_to_pb(r) for r in results])
 
     async def ExecuteStream(
@@ -94,13 +115,10 @@ class ToolRuntimeService(pb_grpc.ToolRuntimeServicer):
             else:
                 events.put_nowait(pb.ExecuteEvent(stdout=chunk))
 
+        who, call = principal_of(context), convert.call_from_pb(request.call)
+        self._audit.check()
         task: asyncio.Task[ToolResult] = asyncio.ensure_future(
-            self._calls.execute(
-                tenant_of(context),
-                request.session_id,
-                convert.call_from_pb(request.call),
-                on_output=on_output,
-            )
+            self._calls.execute(who.tenant, request.session_id, call, on_output=on_output)
         )
         getter: asyncio.Future[pb.ExecuteEvent] | None = None
         try:
@@ -111,7 +129,10 @@ class ToolRuntimeService(pb_grpc.ToolRuntimeServicer):
                     yield getter.result()
                 else:
                     getter.cancel()
-            yield pb.ExecuteEvent(result=convert.result_to_pb(task.result()))
+            with self._audit.guard("call", who, request.session_id, [call]):
+                result = task.result()
+            self._audit.calls(who, request.session_id, [call], [result])
+            yield pb.ExecuteEvent(result=convert.result_to_pb(result))
         finally:
             # The client may go away mid-call: stop the call and the pending read.
             if getter is not None and not getter.done():
@@ -122,8 +143,11 @@ class ToolRuntimeService(pb_grpc.ToolRuntimeServicer):
     async def ExecuteMessage(
         self, request: pb.ExecuteMessageRequest, context: grpc.aio.ServicerContext
     ) -> pb.ExecuteMessageResponse:
+        who = principal_of(context)
         calls = dialects.parse_message(request.dialect, request.message_json)
-        results = await self._calls.execute_batch(tenant_of(context), request.session_id, calls)
+        with self._audit.guard("call", who, request.session_id, calls):
+            results = await self._calls.execute_batch(who.tenant, request.session_id, calls)
+        self._audit.calls(who, request.session_id, calls, results)
         return pb.ExecuteMessageResponse(
             results_json=dialects.render_results(request.dialect, calls, results),
             results=[convert.result_to_pb(r) for r in results],
@@ -132,16 +156,24 @@ class ToolRuntimeService(pb_grpc.ToolRuntimeServicer):
     async def UploadFiles(
         self, request_iterator: AsyncIterator[pb.UploadFilesRequest], context: Any
     ) -> pb.UploadFilesResponse:
+        who = principal_of(context)
+        self._audit.check()
         session_id, dest, data = await convert.upload_from_pb(request_iterator)
-        files, size = await self._transfers.upload(tenant_of(context), session_id, dest, data)
+        started = time.monotonic()
+        with self._audit.guard("upload", who, session_id):
+            files, size = await self._transfers.upload(who.tenant, session_id, dest, data)
+        self._audit.transfer("upload", who, session_id, started, files=files, bytes=size)
         return pb.UploadFilesResponse(files=files, bytes=size)
 
     async def DownloadFiles(
         self, request: pb.DownloadFilesRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.DownloadFilesChunk]:
-        chunks = self._transfers.download(
-            tenant_of(context), request.session_id, list(request.paths)
-        )
-        async with contextlib.aclosing(chunks):
-            async for chunk in chunks:
-                yield pb.DownloadFilesChunk(tar=chunk)
+        who, started, size = principal_of(context), time.monotonic(), 0
+        chunks = self._transfers.download(who.tenant, request.session_id, list(request.paths))
+        with self._audit.guard("download", who, request.session_id):
+            async with contextlib.aclosing(chunks):
+                async for chunk in chunks:
+                    size += len(chunk)
+                    yield pb.DownloadFilesChunk(tar=chunk)
+        # Written before the stream ends: the client has no complete archive without it.
+        self._audit.transfer("download", who, request.session_id, started, bytes=size)
