@@ -71,6 +71,7 @@ def session_to_pb(session: Session) -> pb.Session:
         calls=session.calls,
         ttl_seconds=session.ttl_seconds,
         idle_seconds=session.idle_seconds,
+        tenant=session.tenant,
     )
 
 

@@ -71,7 +71,7 @@ class CreateSessionRequest(_message.Message):
     def __init__(self, image: _Optional[str] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., allowlist: _Optional[_Union[Allowlist, _Mapping]] = ..., env: _Optional[_Mapping[str, str]] = ..., ttl_seconds: _Optional[int] = ..., idle_seconds: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., workspace_tar: _Optional[bytes] = ...) -> None: ...
 
 class Session(_message.Message):
-    __slots__ = ("id", "state", "image", "limits", "allowlist", "created_at", "expires_at", "labels", "calls", "ttl_seconds", "idle_seconds")
+    __slots__ = ("id", "state", "image", "limits", "allowlist", "created_at", "expires_at", "labels", "calls", "ttl_seconds", "idle_seconds", "tenant")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -90,6 +90,7 @@ class Session(_message.Message):
     CALLS_FIELD_NUMBER: _ClassVar[int]
     TTL_SECONDS_FIELD_NUMBER: _ClassVar[int]
     IDLE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
     id: str
     state: str
     image: str
@@ -101,7 +102,8 @@ class Session(_message.Message):
     calls: int
     ttl_seconds: float
     idle_seconds: float
-    def __init__(self, id: _Optional[str] = ..., state: _Optional[str] = ..., image: _Optional[str] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., allowlist: _Optional[_Union[Allowlist, _Mapping]] = ..., created_at: _Optional[float] = ..., expires_at: _Optional[float] = ..., labels: _Optional[_Mapping[str, str]] = ..., calls: _Optional[int] = ..., ttl_seconds: _Optional[float] = ..., idle_seconds: _Optional[float] = ...) -> None: ...
+    tenant: str
+    def __init__(self, id: _Optional[str] = ..., state: _Optional[str] = ..., image: _Optional[str] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., allowlist: _Optional[_Union[Allowlist, _Mapping]] = ..., created_at: _Optional[float] = ..., expires_at: _Optional[float] = ..., labels: _Optional[_Mapping[str, str]] = ..., calls: _Optional[int] = ..., ttl_seconds: _Optional[float] = ..., idle_seconds: _Optional[float] = ..., tenant: _Optional[str] = ...) -> None: ...
 
 class GetSessionRequest(_message.Message):
     __slots__ = ("session_id",)
