@@ -6,19 +6,13 @@ import argparse
 import json
 import sys
 import tarfile
-from typing import Any
 
-from runtime.cli import run, serve, sessions
-
-
-def _client(args: argparse.Namespace) -> Any:
-    from runtime.client import Client
-
-    return Client(args.target)
+from runtime.cli import run, serve, sessions, tokens
+from runtime.cli.options import add_client_options, connect
 
 
 def _call(args: argparse.Namespace) -> int:
-    with _client(args) as client:
+    with connect(args) as client:
         result = client.call(args.session_id, args.tool, args.arguments)
     print(
         json.dumps(
@@ -42,7 +36,7 @@ def _cp(args: argparse.Namespace) -> int:
     if isinstance(source, Remote) == isinstance(dest, Remote):
         print("toolrt cp: exactly one side must be SESSION:PATH", file=sys.stderr)
         return 2
-    with _client(args) as client:
+    with connect(args) as client:
         try:
             if isinstance(dest, Remote):
                 remote_path = dest.path + ("/" if args.dest.endswith("/") else "")
@@ -66,10 +60,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     def client_parser(name: str, help_text: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text)
-        p.add_argument("--target", default="127.0.0.1:50051", help="daemon address")
+        add_client_options(p)
         return p
 
     sessions.add_commands(sub)
+    tokens.add_commands(sub)
 
     call = client_parser("call", "run one tool call: toolrt call SESSION TOOL JSON")
     call.add_argument("session_id")

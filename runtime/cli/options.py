@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import tomllib
 from typing import Any
@@ -29,6 +30,37 @@ SERVE_FLAGS: list[tuple[str, str, type, str]] = [
     ("--max-idle", "max_idle_seconds", float, "longest idle limit a client may ask"),
     ("--reaper-interval", "reaper_interval_s", float, "seconds between expiry sweeps"),
 ]
+
+
+def add_client_options(parser: argparse.ArgumentParser) -> None:
+    """How a command reaches the daemon: address, token, TLS (flags, else TOOLRT_* variables)."""
+    env = os.environ.get
+    parser.add_argument(
+        "--target",
+        default=env("TOOLRT_TARGET", "127.0.0.1:50051"),
+        help="daemon address, host:port or unix:PATH (TOOLRT_TARGET; default 127.0.0.1:50051)",
+    )
+    parser.add_argument(
+        "--token", default=env("TOOLRT_TOKEN", ""), help="bearer token (TOOLRT_TOKEN)"
+    )
+    parser.add_argument("--tls", action="store_true", help="speak TLS, trusting the system's CAs")
+    tls = [
+        ("--tls-ca", "TOOLRT_TLS_CA", "PEM CA of the daemon's certificate (implies --tls)"),
+        ("--tls-cert", "TOOLRT_TLS_CERT", "PEM client certificate, for mutual TLS"),
+        ("--tls-key", "TOOLRT_TLS_KEY", "PEM key of --tls-cert"),
+    ]
+    for flag, variable, help_text in tls:
+        parser.add_argument(flag, default=env(variable, ""), help=f"{help_text} ({variable})")
+
+
+def connect(args: argparse.Namespace) -> Any:
+    """A client of the daemon the client options name."""
+    from runtime.client import TLS, Client
+
+    tls: bool | TLS = bool(args.tls)
+    if args.tls_ca or args.tls_cert or args.tls_key:
+        tls = TLS(ca_file=args.tls_ca, cert_file=args.tls_cert, key_file=args.tls_key)
+    return Client(args.target, token=args.token, tls=tls)
 
 
 def parse_size(text: str) -> int:

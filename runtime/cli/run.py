@@ -22,7 +22,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any, BinaryIO
 
-from runtime.cli.options import add_session_options, parse_pair, session_fields
+from runtime.cli.options import add_session_options, connect, parse_pair, session_fields
 
 EXIT_TIMEOUT = 124
 EXIT_TOOLRT = 125
@@ -76,10 +76,10 @@ def stream_command(client: Any, session_id: str, args: argparse.Namespace) -> in
 
 
 def _exec(args: argparse.Namespace) -> int:
-    from runtime.client import Client, ToolrtRpcError
+    from runtime.client import ToolrtRpcError
 
     try:
-        with Client(args.target) as client:
+        with connect(args) as client:
             return stream_command(client, args.session_id, args)
     except ToolrtRpcError as exc:
         _warn(str(exc))
@@ -92,7 +92,7 @@ def _terminate(signum: int, frame: FrameType | None) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from runtime.client import Client, ToolrtRpcError
+    from runtime.client import ToolrtRpcError
 
     fields = session_fields(args)
     fields["idle_seconds"] = fields["idle_seconds"] or RUN_IDLE_SECONDS
@@ -103,7 +103,7 @@ def _run(args: argparse.Namespace) -> int:
         signal.SIGTERM, _terminate
     )
     try:
-        with Client(args.target) as client:
+        with connect(args) as client:
             session = client.create_session(**fields)
             try:
                 return stream_command(client, session.id, args)

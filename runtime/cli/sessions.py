@@ -7,9 +7,7 @@ import json
 import time
 from typing import Any
 
-from runtime.cli.options import add_session_options, session_fields
-
-DEFAULT_TARGET = "127.0.0.1:50051"
+from runtime.cli.options import add_client_options, add_session_options, connect, session_fields
 
 
 def _when(unix: float) -> str:
@@ -17,11 +15,12 @@ def _when(unix: float) -> str:
 
 
 def session_line(session: Any) -> str:
-    """One line of `sessions list`: id, state, image, calls, created, expires."""
+    """One line of `sessions list`: id, state, owner, image, calls, created, expires."""
     return "\t".join(
         [
             session.id,
             session.state,
+            f"tenant={session.tenant}",
             session.image,
             f"calls={session.calls}",
             f"created={_when(session.created_at)}",
@@ -39,9 +38,7 @@ def session_json(session: Any) -> str:
 
 
 def _sessions(args: argparse.Namespace) -> int:
-    from runtime.client import Client
-
-    with Client(args.target) as client:
+    with connect(args) as client:
         if args.action == "create":
             print(client.create_session(**session_fields(args)).id)
         elif args.action == "list":
@@ -60,13 +57,13 @@ def add_commands(sub: Any) -> None:
     actions = sessions.add_subparsers(dest="action", required=True)
     helps = {
         "create": "start a session; prints its id",
-        "list": "the open sessions: id, state, image, calls, created, expires",
+        "list": "your open sessions: id, state, owner, image, calls, created, expires",
         "get": "one session, as JSON",
         "close": "close a session (its container is removed)",
     }
     for action, help_text in helps.items():
         p = actions.add_parser(action, help=help_text)
-        p.add_argument("--target", default=DEFAULT_TARGET, help="daemon address")
+        add_client_options(p)
         if action in ("get", "close"):
             p.add_argument("session_id")
         if action == "create":

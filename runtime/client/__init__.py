@@ -1,5 +1,5 @@
 """A typed Python SDK over the gRPC stubs (what the `toolrt` CLI uses)."""
 
-from runtime.client.sdk import Client, Result, SessionHandle, ToolrtRpcError
+from runtime.client.sdk import TLS, Client, Result, SessionHandle, ToolrtRpcError
 
-__all__ = ["Client", "Result", "SessionHandle", "ToolrtRpcError"]
+__all__ = ["TLS", "Client", "Result", "SessionHandle", "ToolrtRpcError"]

@@ -1,8 +1,15 @@
-"""Synchronous client: `with Client(addr) as c, c.session() as s: s.shell("ls")`."""
+"""Synchronous client: `with Client(addr) as c, c.session() as s: s.shell("ls")`.
+
+`Client(target, token=..., tls=...)`: without arguments the target is
+`TOOLRT_TARGET` (else 127.0.0.1:50051) and the token `TOOLRT_TOKEN` (else
+none); `tls` is True (the system's CAs), a `TLS` (your CA, a client
+certificate for mutual TLS) or gRPC channel credentials.
+"""
 
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -16,6 +23,7 @@ from runtime._proto.toolruntime.v1 import runtime_pb2_grpc as pb_grpc
 
 DEFAULT_TARGET = "127.0.0.1:50051"
 UPLOAD_CHUNK = 1 << 20
+Metadata = tuple[tuple[str, str], ...]
 
 
 class ToolrtRpcError(Exception):
@@ -48,24 +56,67 @@ class Result:
         )
 
 
-def _rpc(fn: Any, request: Any, timeout: float | None = None) -> Any:
-    try:
-        return fn(request, timeout=timeout)
-    except grpc.RpcError as exc:
-        raise ToolrtRpcError(exc.code(), exc.details() or "") from exc
+@dataclass(frozen=True)
+class TLS:
+    """TLS to the daemon: which CA to trust, and a client certificate for mutual TLS."""
+
+    # PEM bundle of the CA that signed the daemon's certificate ("" = the system's).
+    ca_file: str = ""
+    # PEM certificate and key of this client (mutual TLS; both or neither).
+    cert_file: str = ""
+    key_file: str = ""
+    # The name to check the daemon's certificate against, when not the target's host.
+    server_name: str = ""
+
+    def credentials(self) -> grpc.ChannelCredentials:
+        def read(path: str) -> bytes | None:
+            if not path:
+                return None
+            with open(path, "rb") as f:
+                return f.read()
+
+        return grpc.ssl_channel_credentials(
+            read(self.ca_file), read(self.key_file), read(self.cert_file)
+        )
 
 
 class Client:
-    def __init__(self, target: str = DEFAULT_TARGET, timeout: float | None = None) -> None:
-        self.channel = grpc.insecure_channel(
-            target,
-            options=[
-                ("grpc.max_receive_message_length", 64 << 20),
-                ("grpc.max_send_message_length", 64 << 20),
-            ],
-        )
+    def __init__(
+        self,
+        target: str | None = None,
+        timeout: float | None = None,
+        *,
+        token: str | None = None,
+        tls: bool | TLS | grpc.ChannelCredentials | None = None,
+    ) -> None:
+        target = target or os.environ.get("TOOLRT_TARGET") or DEFAULT_TARGET
+        token = os.environ.get("TOOLRT_TOKEN", "") if token is None else token
+        options: list[tuple[str, Any]] = [
+            ("grpc.max_receive_message_length", 64 << 20),
+            ("grpc.max_send_message_length", 64 << 20),
+        ]
+        if isinstance(tls, TLS) and tls.server_name:
+            options.append(("grpc.ssl_target_name_override", tls.server_name))
+        if tls is None or tls is False:
+            self.channel = grpc.insecure_channel(target, options=options)
+        else:
+            if tls is True:
+                creds = grpc.ssl_channel_credentials()
+            elif isinstance(tls, TLS):
+                creds = tls.credentials()
+            else:
+                creds = tls
+            self.channel = grpc.secure_channel(target, creds, options=options)
         self.stub = pb_grpc.ToolRuntimeStub(self.channel)
         self.timeout = timeout
+        # Sent with every call: the daemon reads the principal from it.
+        self.metadata: Metadata = (("authorization", f"Bearer {token}"),) if token else ()
+
+    def _rpc(self, fn: Any, request: Any, timeout: float | None = None) -> Any:
+        try:
+            return fn(request, timeout=timeout, metadata=self.metadata)
+        except grpc.RpcError as exc:
+            raise ToolrtRpcError(exc.code(), exc.details() or "") from exc
 
     def __enter__(self) -> Client:
         return self
@@ -77,24 +128,24 @@ class Client:
         self.channel.close()
 
     def create_session(self, **fields: Any) -> pb.Session:
-        return _rpc(self.stub.CreateSession, pb.CreateSessionRequest(**fields), self.timeout)
+        return self._rpc(self.stub.CreateSession, pb.CreateSessionRequest(**fields), self.timeout)
 
     def session(self, **fields: Any) -> SessionHandle:
         """A session that is closed when the `with` block ends."""
         return SessionHandle(self, self.create_session(**fields))
 
     def get_session(self, session_id: str) -> pb.Session:
-        return _rpc(self.stub.GetSession, pb.GetSessionRequest(session_id=session_id))
+        return self._rpc(self.stub.GetSession, pb.GetSessionRequest(session_id=session_id))
 
     def list_sessions(self) -> list[pb.Session]:
-        return list(_rpc(self.stub.ListSessions, pb.ListSessionsRequest()).sessions)
+        return list(self._rpc(self.stub.ListSessions, pb.ListSessionsRequest()).sessions)
 
     def close_session(self, session_id: str) -> str:
-        reply = _rpc(self.stub.CloseSession, pb.CloseSessionRequest(session_id=session_id))
+        reply = self._rpc(self.stub.CloseSession, pb.CloseSessionRequest(session_id=session_id))
         return str(reply.state)
 
     def list_tools(self, dialect: str = "") -> list[dict[str, Any]]:
-        reply = _rpc(self.stub.ListTools, pb.ListToolsRequest(dialect=dialect))
+        reply = self._rpc(self.stub.ListTools, pb.ListToolsRequest(dialect=dialect))
         return list(json.loads(reply.tools_json))
 
     def call(
@@ -109,7 +160,7 @@ class Client:
         text = arguments if isinstance(arguments, str) else json.dumps(arguments)
         call = pb.ToolCall(id=call_id or uuid.uuid4().hex, name=tool, arguments_json=text)
         request = pb.ExecuteRequest(session_id=session_id, call=call)
-        return Result.from_pb(_rpc(self.stub.Execute, request, timeout))
+        return Result.from_pb(self._rpc(self.stub.Execute, request, timeout))
 
     def execute_message(
         self, session_id: str, dialect: str, message: Any
@@ -123,7 +174,7 @@ class Client:
         request = pb.ExecuteMessageRequest(
             session_id=session_id, dialect=dialect, message_json=text
         )
-        reply = _rpc(self.stub.ExecuteMessage, request, self.timeout)
+        reply = self._rpc(self.stub.ExecuteMessage, request, self.timeout)
         return json.loads(reply.results_json), [Result.from_pb(r) for r in reply.results]
 
     def stream(
@@ -133,7 +184,9 @@ class Client:
         call = pb.ToolCall(
             id=call_id or uuid.uuid4().hex, name=tool, arguments_json=json.dumps(arguments)
         )
-        events = self.stub.ExecuteStream(pb.ExecuteRequest(session_id=session_id, call=call))
+        events = self.stub.ExecuteStream(
+            pb.ExecuteRequest(session_id=session_id, call=call), metadata=self.metadata
+        )
         try:
             for event in events:
                 kind = event.WhichOneof("event")
@@ -155,14 +208,15 @@ class Client:
             for start in range(UPLOAD_CHUNK, len(tar), UPLOAD_CHUNK):
                 yield pb.UploadFilesRequest(tar=tar[start : start + UPLOAD_CHUNK])
 
-        reply = _rpc(self.stub.UploadFiles, chunks(), self.timeout)
+        reply = self._rpc(self.stub.UploadFiles, chunks(), self.timeout)
         return int(reply.files), int(reply.bytes)
 
     def download(self, session_id: str, paths: list[str]) -> bytes:
         """A tar archive of sandbox `paths`, each stored under its base name."""
         request = pb.DownloadFilesRequest(session_id=session_id, paths=paths)
         try:
-            return b"".join(c.tar for c in self.stub.DownloadFiles(request, timeout=self.timeout))
+            chunks = self.stub.DownloadFiles(request, timeout=self.timeout, metadata=self.metadata)
+            return b"".join(c.tar for c in chunks)
         except grpc.RpcError as exc:
             raise ToolrtRpcError(exc.code(), exc.details() or "") from exc
 
