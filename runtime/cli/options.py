@@ -6,6 +6,7 @@ import argparse
 import os
 import re
 import tomllib
+from collections.abc import Iterator
 from typing import Any
 
 from runtime.config import Limits
@@ -61,6 +62,15 @@ def connect(args: argparse.Namespace) -> Any:
     if args.tls_ca or args.tls_cert or args.tls_key:
         tls = TLS(ca_file=args.tls_ca, cert_file=args.tls_cert, key_file=args.tls_key)
     return Client(args.target, token=args.token, tls=tls)
+
+
+def add_verb_group(
+    sub: Any, name: str, help_text: str, actions: dict[str, str]
+) -> Iterator[tuple[str, argparse.ArgumentParser]]:
+    """A verb with actions (`toolrt NAME ACTION`): yields each action and its parser."""
+    group = sub.add_parser(name, help=help_text).add_subparsers(dest="action", required=True)
+    for action, action_help in actions.items():
+        yield action, group.add_parser(action, help=action_help)
 
 
 def parse_size(text: str) -> int:

@@ -7,7 +7,13 @@ import json
 import time
 from typing import Any
 
-from runtime.cli.options import add_client_options, add_session_options, connect, session_fields
+from runtime.cli.options import (
+    add_client_options,
+    add_session_options,
+    add_verb_group,
+    connect,
+    session_fields,
+)
 
 
 def _when(unix: float) -> str:
@@ -53,16 +59,14 @@ def _sessions(args: argparse.Namespace) -> int:
 
 def add_commands(sub: Any) -> None:
     """Register `sessions` and its actions on the `toolrt` subcommand parser."""
-    sessions = sub.add_parser("sessions", help="create, list, get or close sessions")
-    actions = sessions.add_subparsers(dest="action", required=True)
     helps = {
         "create": "start a session; prints its id",
         "list": "your open sessions: id, state, owner, image, calls, created, expires",
         "get": "one session, as JSON",
         "close": "close a session (its container is removed)",
     }
-    for action, help_text in helps.items():
-        p = actions.add_parser(action, help=help_text)
+    verbs = add_verb_group(sub, "sessions", "create, list, get or close sessions", helps)
+    for action, p in verbs:
         add_client_options(p)
         if action in ("get", "close"):
             p.add_argument("session_id")

@@ -13,6 +13,7 @@ import sys
 from typing import Any
 
 from runtime.auth.tokens import create_token, read_records, revoke_token
+from runtime.cli.options import add_verb_group
 from runtime.config import load_config
 
 
@@ -50,15 +51,13 @@ def _tokens(args: argparse.Namespace) -> int:
 
 def add_commands(sub: Any) -> None:
     """Register `tokens` and its actions on the `toolrt` subcommand parser."""
-    tokens = sub.add_parser("tokens", help="create, list or revoke the daemon's bearer tokens")
-    actions = tokens.add_subparsers(dest="action", required=True)
     helps = {
         "create": "a new token for a tenant; prints it once (its last line)",
         "list": "one token a line: id, tenant, created (never the token)",
         "revoke": "remove a token by id (a running daemon refuses it within 5 s)",
     }
-    for action, help_text in helps.items():
-        p = actions.add_parser(action, help=help_text)
+    verbs = add_verb_group(sub, "tokens", "create, list or revoke the daemon's tokens", helps)
+    for action, p in verbs:
         p.add_argument("--tokens-file", help="the tokens file (default: auth.tokens_file)")
         p.add_argument("--config", help="TOML config naming auth.tokens_file (also TOOLRT_CONFIG)")
         if action == "create":
