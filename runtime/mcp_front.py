@@ -48,7 +48,7 @@ class LocalFront:
     """A daemon core in this process: its own manager, backend and session."""
 
     def __init__(self, config: Config) -> None:
-        from runtime.sandbox.docker_backend import DockerBackend
+        from runtime.sandbox.docker.backend import DockerBackend
         from runtime.sessions.manager import SessionManager, SessionRequest
         from runtime.tools.registry import default_registry
 

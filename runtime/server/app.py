@@ -93,7 +93,7 @@ def build_daemon(
     config: Config, backend: SandboxBackend | None = None, registry: Registry | None = None
 ) -> Daemon:
     if backend is None:
-        from runtime.sandbox.docker_backend import DockerBackend
+        from runtime.sandbox.docker.backend import DockerBackend
 
         backend = DockerBackend(config)
     return Daemon(config, backend, registry or default_registry())
