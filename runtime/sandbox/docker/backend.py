@@ -10,29 +10,31 @@ becomes a toolrt error in errors.py, never here.
 from __future__ import annotations
 
 import asyncio
-import compileall
 import contextlib
 import logging
 import os
-import secrets
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlparse
 
 import docker
 from docker.types import LogConfig
 
-from runtime import agent as agent_package
 from runtime.config import Config, Limits
 from runtime.errors import BadRequest, EngineUnavailable
 from runtime.sandbox.agent_client import AgentClient
 from runtime.sandbox.backend import (
+    AGENT_DIR_IN_SANDBOX,
     LABEL_DAEMON,
     LABEL_SESSION,
     LABEL_TENANT,
+    SANDBOX_UID,
+    ConnectedSandbox,
+    SandboxBackend,
     SandboxSpec,
+    new_epoch,
+    prepare_agent_dir,
 )
 from runtime.sandbox.docker.attach import DockerAttachSource, open_attach
 from runtime.sandbox.docker.errors import (
@@ -51,9 +53,6 @@ T = TypeVar("T")
 # Pinned rather than negotiated: negotiation costs a round trip per client
 # and leaks a socket when the engine is down. Engines since 20.10 speak it.
 DOCKER_API_VERSION = "1.41"
-# The agent package's mount point; its name is the package's name there.
-AGENT_DIR_IN_SANDBOX = "/opt/toolrt/agent"
-SANDBOX_UID = 1000
 # Capabilities the agent needs to start commands as the sandbox user and to
 # kill them; commands themselves end up with none.
 AGENT_CAPS = ["SETUID", "SETGID", "KILL"]
@@ -72,56 +71,15 @@ def docker_socket_path(config: Config) -> str:
     return parsed.path
 
 
-def precompile_agent(agent_dir: str) -> None:
-    """Byte-compile the agent next to its source, once per daemon start.
-
-    Sandboxes mount the directory read-only and cannot cache bytecode
-    themselves: without this every sandbox start compiles the agent anew
-    (~15 ms of each CreateSession). Python versions that do not match just
-    compile as before; a read-only install is left alone.
-    """
-    with contextlib.suppress(OSError):
-        compileall.compile_dir(agent_dir, quiet=1, maxlevels=0)
-
-
-class DockerSandbox:
-    """A running container and the client of its agent."""
-
-    def __init__(self, session_id: str, connection: AgentConnection) -> None:
-        self._id = session_id
-        self._conn = connection
-        self._agent = AgentClient(connection)
-
-    @property
-    def id(self) -> str:
-        return self._id
-
-    @property
-    def lost(self) -> str:
-        return self._conn.lost
-
-    @property
-    def agent(self) -> AgentClient:
-        return self._agent
-
-    def abort(self, reason: str) -> None:
-        self._conn.abort(reason)
-
-    def close(self) -> None:
-        self._conn.close()
-
-
 class DockerBackend:
     def __init__(self, config: Config) -> None:
         self._config = config
         self._socket = docker_socket_path(config)
         self._executor = ThreadPoolExecutor(config.docker_workers, thread_name_prefix="docker")
         self._client: docker.DockerClient | None = None
-        self._agent_dir = str(Path(agent_package.__file__).resolve().parent)
-        precompile_agent(self._agent_dir)
-        self._live: dict[str, DockerSandbox] = {}
-        # Every frame to an agent carries it; a frame of another epoch is stale.
-        self._epoch = secrets.randbits(62) | 1
+        self._agent_dir = prepare_agent_dir()
+        self._live: dict[str, ConnectedSandbox] = {}
+        self._epoch = new_epoch()
 
     # -- plumbing -----------------------------------------------------------
     def _docker(self) -> docker.DockerClient:
@@ -216,7 +174,7 @@ class DockerBackend:
         connection.start()
         return connection
 
-    async def create(self, spec: SandboxSpec) -> DockerSandbox:
+    async def create(self, spec: SandboxSpec) -> ConnectedSandbox:
         what = f"create sandbox {spec.session_id}"
         container_id = await self._run(what, self._create_container, spec)
         connection: AgentConnection | None = None
@@ -235,7 +193,7 @@ class DockerBackend:
                 connection.close()
             await asyncio.shield(self._remove(spec.session_id))
             raise
-        sandbox = DockerSandbox(spec.session_id, connection)
+        sandbox = ConnectedSandbox(spec.session_id, connection)
         self._live[spec.session_id] = sandbox
         return sandbox
 
@@ -297,3 +255,7 @@ class DockerBackend:
         self._executor.shutdown(wait=False, cancel_futures=True)
         if self._client is not None:
             self._client.close()
+
+
+def _conforms(backend: DockerBackend) -> SandboxBackend:
+    return backend  # mypy checks here that DockerBackend is a SandboxBackend
