@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from runtime.agent import protocol
+from runtime.agent import procs, protocol
 from runtime.config import Config, Limits
 from runtime.errors import EngineUnavailable, LimitExceeded, SandboxLost
 from runtime.sandbox import local
@@ -26,10 +26,12 @@ def spec(**limits: Any) -> SandboxSpec:
 
 
 def with_sandbox(
-    test: Callable[[LocalBackend, ConnectedSandbox], Awaitable[None]], **limits: Any
+    test: Callable[[LocalBackend, ConnectedSandbox], Awaitable[None]],
+    native_spawn: bool = True,
+    **limits: Any,
 ) -> None:
     async def run() -> None:
-        backend = LocalBackend(Config())
+        backend = LocalBackend(Config(native_spawn=native_spawn))
         try:
             await test(backend, await backend.create(spec(**limits)))
         finally:
@@ -140,3 +142,24 @@ def test_close_kills_every_sandbox_of_the_backend():
         assert agent_processes() == []
 
     asyncio.run(run())
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["helper", "fork"])
+def test_either_spawn_path_runs_commands_and_kills_them_at_their_deadline(native):
+    async def check(backend: LocalBackend, sandbox: ConnectedSandbox) -> None:
+        request = protocol.Exec(
+            command="echo started; (setsid sleep 30 &); sleep 30",
+            env=BASE_ENV,
+            timeout_s=0.5,
+            grace_s=0.2,
+        )
+        result, body = await sandbox.agent.exec(request)
+        assert (result.killed, result.exit_code) == ("deadline", 137)
+        assert body.startswith(b"started\n")
+        assert await shell(sandbox, "pgrep -c sleep || true") == (0, "0\n")
+        # The call's subreaper: the C helper when it is built and wanted.
+        helper = os.access(procs.HELPER, os.X_OK)
+        parent = "toolrt-spawn" if native and helper else "python3"
+        assert await shell(sandbox, "cat /proc/$PPID/comm") == (0, f"{parent}\n")
+
+    with_sandbox(check, native_spawn=native)
