@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -61,7 +62,14 @@ def _engine_for_docker_tests(request: pytest.FixtureRequest) -> None:
 
 
 def containers_of(client: docker.DockerClient, instance: str) -> list[Any]:
-    return client.containers.list(all=True, filters={"label": f"toolrt.daemon={instance}"})
+    filters = {"label": f"toolrt.daemon={instance}"}
+    for _ in range(10):
+        try:
+            return client.containers.list(all=True, filters=filters)
+        except docker.errors.NotFound:
+            # Listed, then removed before the SDK inspected it: list again.
+            time.sleep(0.05)
+    return client.containers.list(all=True, filters=filters)
 
 
 def config_for_test(**overrides: Any) -> Config:
