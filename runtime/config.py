@@ -15,6 +15,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from runtime.constants import DEFAULT_TARGET, WRITABLE_AREAS
+
 MiB = 1 << 20
 GiB = 1 << 30
 
@@ -119,7 +121,7 @@ class Config(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    listen: str = "127.0.0.1:50051"
+    listen: str = DEFAULT_TARGET
     """TCP address of the gRPC server; empty to serve only on the unix socket."""
     unix_socket: str = ""
     """Path of an extra unix-socket listener (empty: none)."""
@@ -191,7 +193,7 @@ class Config(BaseModel):
     set when a session claims one; other requests are served cold."""
     log_level: str = "INFO"
     """Python logging level of the daemon."""
-    allowlist_max_roots: list[str] = Field(default_factory=lambda: ["/workspace", "/tmp"])
+    allowlist_max_roots: list[str] = Field(default_factory=lambda: list(WRITABLE_AREAS))
     """Ceiling of every session's path allowlist: requested read/write roots
     must lie below one of these (else INVALID_ARGUMENT)."""
 

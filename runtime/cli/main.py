@@ -9,6 +9,7 @@ import tarfile
 from typing import Any
 
 from runtime.cli import run, serve, sessions
+from runtime.constants import DEFAULT_TARGET
 
 
 def _client(args: argparse.Namespace) -> Any:
@@ -66,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     def client_parser(name: str, help_text: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text)
-        p.add_argument("--target", default="127.0.0.1:50051", help="daemon address")
+        p.add_argument("--target", default=DEFAULT_TARGET, help="daemon address")
         return p
 
     sessions.add_commands(sub)

@@ -8,8 +8,7 @@ import time
 from typing import Any
 
 from runtime.cli.options import add_session_options, session_fields
-
-DEFAULT_TARGET = "127.0.0.1:50051"
+from runtime.constants import DEFAULT_TARGET
 
 
 def _when(unix: float) -> str:

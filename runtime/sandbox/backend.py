@@ -17,6 +17,7 @@ from typing import Protocol
 
 from runtime import agent as agent_package
 from runtime.config import Limits
+from runtime.constants import DEFAULT_TENANT
 from runtime.sandbox.agent_client import AgentClient
 from runtime.sandbox.framing import FrameChannel
 
@@ -25,7 +26,6 @@ LABEL_DAEMON = "toolrt.daemon"
 LABEL_TENANT = "toolrt.tenant"
 # The agent package's mount point; its name is the package's name there.
 AGENT_DIR_IN_SANDBOX = "/opt/toolrt/agent"
-SANDBOX_UID = 1000
 
 
 def prepare_agent_dir() -> str:
@@ -55,7 +55,7 @@ class SandboxSpec:
     session_id: str
     image: str
     limits: Limits
-    tenant: str = "default"
+    tenant: str = DEFAULT_TENANT
     labels: dict[str, str] = field(default_factory=dict)
     runtime: str = ""
 

@@ -29,6 +29,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from runtime.agent import protocol
+from runtime.constants import TMP, WORKSPACE
 from runtime.errors import SandboxLost
 from runtime.sandbox.backend import ConnectedSandbox, SandboxBackend, SandboxSpec
 from runtime.sandbox.framing import FrameSink
@@ -77,7 +78,7 @@ class FakeChannel:
     def __init__(self, name: str, backend: FakeBackend) -> None:
         self.name = name
         self.files: dict[str, bytes] = {}
-        self.dirs = {"/", "/workspace", "/tmp"}
+        self.dirs = {"/", WORKSPACE, TMP}
         self._backend = backend
         self._ids = itertools.count(1)
         self._running: dict[int, asyncio.Task[protocol.Frame]] = {}

@@ -40,10 +40,10 @@ from pathlib import Path
 import psutil
 
 from runtime.config import Config
+from runtime.constants import SANDBOX_GID, SANDBOX_UID
 from runtime.errors import CallTimeout, EngineUnavailable, SandboxLost
 from runtime.sandbox.backend import (
     AGENT_DIR_IN_SANDBOX,
-    SANDBOX_UID,
     ConnectedSandbox,
     SandboxBackend,
     SandboxSpec,
@@ -138,7 +138,7 @@ class LocalBackend:
             "workspace_bytes": spec.limits.workspace_bytes,
             "tmp_bytes": spec.limits.tmp_bytes,
             "uid": SANDBOX_UID,
-            "gid": SANDBOX_UID,
+            "gid": SANDBOX_GID,
             "agent_dir": self._agent_dir,
             "agent_mount": AGENT_DIR_IN_SANDBOX,
             "extra_read_only": self._extra,

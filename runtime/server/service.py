@@ -11,13 +11,13 @@ import grpc
 
 from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
 from runtime._proto.toolruntime.v1 import runtime_pb2_grpc as pb_grpc
+from runtime.constants import DEFAULT_TENANT
 from runtime.core import Core
 from runtime.dialects import registry as dialects
 from runtime.models import ToolResult
 from runtime.server import convert
 
 # Until authentication lands every caller is this tenant.
-DEFAULT_TENANT = "default"
 
 
 def tenant_of(context: grpc.aio.ServicerContext) -> str:

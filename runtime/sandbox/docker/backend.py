@@ -22,6 +22,7 @@ import docker
 from docker.types import LogConfig
 
 from runtime.config import Config, Limits
+from runtime.constants import SANDBOX_GID, SANDBOX_UID, TMP, WORKSPACE
 from runtime.errors import BadRequest, EngineUnavailable
 from runtime.sandbox.agent_client import AgentClient
 from runtime.sandbox.backend import (
@@ -29,7 +30,6 @@ from runtime.sandbox.backend import (
     LABEL_DAEMON,
     LABEL_SESSION,
     LABEL_TENANT,
-    SANDBOX_UID,
     ConnectedSandbox,
     SandboxBackend,
     SandboxSpec,
@@ -136,13 +136,13 @@ class DockerBackend:
             "security_opt": ["no-new-privileges"],
             "read_only": True,
             "tmpfs": {
-                "/workspace": (
+                WORKSPACE: (
                     f"{tmpfs_opts},size={limits.workspace_bytes},"
-                    f"uid={SANDBOX_UID},gid={SANDBOX_UID},mode=0755"
+                    f"uid={SANDBOX_UID},gid={SANDBOX_GID},mode=0755"
                 ),
-                "/tmp": (
+                TMP: (
                     f"{tmpfs_opts},size={limits.tmp_bytes},"
-                    f"uid={SANDBOX_UID},gid={SANDBOX_UID},mode=1777"
+                    f"uid={SANDBOX_UID},gid={SANDBOX_GID},mode=1777"
                 ),
             },
             "mem_limit": limits.memory_bytes,
@@ -152,7 +152,7 @@ class DockerBackend:
             "log_config": LogConfig(type="none"),
             "volumes": {self._agent_dir: {"bind": AGENT_DIR_IN_SANDBOX, "mode": "ro"}},
             "labels": self._labels(spec),
-            "working_dir": "/workspace",
+            "working_dir": WORKSPACE,
             "hostname": "sandbox",
             "environment": {
                 "PYTHONDONTWRITEBYTECODE": "1",
