@@ -24,7 +24,7 @@ import docker
 from bench.stats import Sample, missing, timed
 from runtime.config import Config
 from runtime.sandbox.backend import LABEL_DAEMON, SandboxSpec
-from runtime.sandbox.docker_backend import DockerBackend, container_name
+from runtime.sandbox.docker.backend import DockerBackend, container_name
 
 IMAGE = "toolrt-sandbox:default"
 KiB, MiB = 1 << 10, 1 << 20

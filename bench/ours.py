@@ -23,7 +23,7 @@ from bench.stats import Sample, missing, timed
 from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
 from runtime._proto.toolruntime.v1 import runtime_pb2_grpc as pb_grpc
 from runtime.client import Client
-from runtime.sandbox.docker_backend import container_name
+from runtime.sandbox.docker.backend import container_name
 
 KiB, MiB = 1 << 10, 1 << 20
 

@@ -16,6 +16,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from runtime.constants import DEFAULT_TARGET, DEFAULT_TENANT, WRITABLE_AREAS
+
 MiB = 1 << 20
 GiB = 1 << 30
 
@@ -146,7 +148,7 @@ class AuthConfig(BaseModel):
     """PEM CA bundle for client certificates (mutual TLS): every TCP client
     must then present one it signed, and the certificate's URI SAN
     `toolrt://tenant/NAME` (else its CN) is the caller's tenant."""
-    unix_tenant: str = "default"
+    unix_tenant: str = DEFAULT_TENANT
     """Tenant of unix-socket callers that present no token (the socket's mode
     and group decide who can connect)."""
 
@@ -196,7 +198,7 @@ class Config(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    listen: str = "127.0.0.1:50051"
+    listen: str = DEFAULT_TARGET
     """TCP address of the gRPC server; empty to serve only on the unix socket."""
     unix_socket: str = ""
     """Path of an extra unix-socket listener (empty: none)."""
@@ -281,7 +283,7 @@ class Config(BaseModel):
     set when a session claims one; other requests are served cold."""
     log_level: str = "INFO"
     """Python logging level of the daemon."""
-    allowlist_max_roots: list[str] = Field(default_factory=lambda: ["/workspace", "/tmp"])
+    allowlist_max_roots: list[str] = Field(default_factory=lambda: list(WRITABLE_AREAS))
     """Ceiling of every session's path allowlist: requested read/write roots
     must lie below one of these (else INVALID_ARGUMENT)."""
 
@@ -309,7 +311,7 @@ class Config(BaseModel):
 
     def quota_of(self, tenant: str) -> TenantQuota | None:
         """The tenant's table, else `[tenants.default]`, else None (no ceilings)."""
-        return self.tenants.get(tenant) or self.tenants.get("default")
+        return self.tenants.get(tenant) or self.tenants.get(DEFAULT_TENANT)
 
     @field_validator("allowlist_max_roots", mode="before")
     @classmethod

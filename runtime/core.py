@@ -63,7 +63,7 @@ def build_core(
     """The core on `backend` (default: the Docker engine) with `registry`'s tools."""
     if backend is None:
         # Imported here: the Docker SDK is heavy and fronts given a backend never need it.
-        from runtime.sandbox.docker_backend import DockerBackend
+        from runtime.sandbox.docker.backend import DockerBackend
 
         backend = DockerBackend(config)
     registry = registry or default_registry()

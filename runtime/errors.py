@@ -26,7 +26,7 @@
 
 Tool failures travel inside a ToolResult; request errors end the RPC. Only
 `server.interceptor` turns request errors into status codes, and only
-`sandbox.docker_errors` turns Docker SDK errors into ours.
+`sandbox.docker.errors` turns Docker's errors into ours.
 """
 
 from __future__ import annotations

@@ -1,30 +1,44 @@
 """Shared fixtures: a real daemon in-process, a client, and leak checks.
 
+A daemon runs on one of three backends: "docker" (the real engine, the
+default), "local" (the real agent as a child process, runtime/sandbox/local.py)
+or "fake" (in memory, scripted, runtime/sandbox/fake.py). `daemon`, `client`
+and `session` use the `sandbox_backend` fixture's; override or parametrize
+it per module or test, or pass `backend=` to `make_daemon`.
+
 Tests marked `docker` need a real engine and fail (never skip) without one.
 Every daemon a test starts has its own instance name, labels its containers
-`toolrt.test=1`, and its teardown fails the test if any container is left.
+`toolrt.test=1`, and its teardown fails the test if any container (or, on
+the local backend, any agent process) is left.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import docker
+import psutil
 import pytest
 
 from runtime.client import Client
 from runtime.config import Config, load_config
 from runtime.core import build_core
+from runtime.sandbox.backend import SandboxBackend
+from runtime.sandbox.fake import FakeBackend
+from runtime.sandbox.local import LocalBackend
 from runtime.server.app import Daemon
 from runtime.tools.registry import Registry
 
 TEST_LABEL = "toolrt.test"
 IMAGE = "toolrt-sandbox:default"
+BACKENDS = ("docker", "local", "fake")
 
 
 @pytest.fixture(scope="session")
@@ -49,7 +63,14 @@ def _engine_for_docker_tests(request: pytest.FixtureRequest) -> None:
 
 
 def containers_of(client: docker.DockerClient, instance: str) -> list[Any]:
-    return client.containers.list(all=True, filters={"label": f"toolrt.daemon={instance}"})
+    filters = {"label": f"toolrt.daemon={instance}"}
+    for _ in range(10):
+        try:
+            return client.containers.list(all=True, filters=filters)
+        except docker.errors.NotFound:
+            # Listed, then removed before the SDK inspected it: list again.
+            time.sleep(0.05)
+    return client.containers.list(all=True, filters=filters)
 
 
 def config_for_test(**overrides: Any) -> Config:
@@ -84,7 +105,27 @@ class RunningDaemon:
             self.thread.join(30)
 
 
-def start_daemon(config: Config, registry: Registry | None = None) -> RunningDaemon:
+def backend_named(name: str, config: Config) -> SandboxBackend | None:
+    """The backend a test asked for by name (None: the daemon's own, Docker)."""
+    if name not in BACKENDS:
+        msg = f"backend {name!r}: expected one of {BACKENDS}"
+        raise ValueError(msg)
+    if name == "local":
+        return LocalBackend(config)
+    if name == "fake":
+        return FakeBackend()
+    return None
+
+
+def agent_processes() -> list[psutil.Process]:
+    """Local-backend sandboxes of this test process still running."""
+    children = psutil.Process(os.getpid()).children(recursive=True)
+    return [p for p in children if p.name() == "unshare"]
+
+
+def start_daemon(
+    config: Config, registry: Registry | None = None, backend: SandboxBackend | None = None
+) -> RunningDaemon:
     loop = asyncio.new_event_loop()
     ready = threading.Event()
     holder: dict[str, Any] = {}
@@ -94,7 +135,7 @@ def start_daemon(config: Config, registry: Registry | None = None) -> RunningDae
 
         async def boot() -> None:
             try:
-                daemon = Daemon(build_core(config, registry=registry))
+                daemon = Daemon(build_core(config, backend=backend, registry=registry))
                 await daemon.start()
                 holder["daemon"] = daemon
             except BaseException as exc:  # noqa: BLE001 - reported to the test
@@ -117,24 +158,41 @@ def start_daemon(config: Config, registry: Registry | None = None) -> RunningDae
 
 
 @pytest.fixture
-def make_daemon(docker_client: docker.DockerClient) -> Iterator[Any]:
-    """Start daemons with config overrides; all stopped and leak-checked after."""
-    started: list[RunningDaemon] = []
+def sandbox_backend() -> str:
+    """The backend of `daemon`/`client`/`session` (and of `make_daemon` by default)."""
+    return "docker"
 
-    def make(registry: Registry | None = None, **overrides: Any) -> RunningDaemon:
-        running = start_daemon(config_for_test(**overrides), registry)
-        started.append(running)
+
+@pytest.fixture
+def make_daemon(request: pytest.FixtureRequest, sandbox_backend: str) -> Iterator[Any]:
+    """Start daemons with config overrides; all stopped and leak-checked after."""
+    started: list[tuple[RunningDaemon, str]] = []
+
+    def make(
+        registry: Registry | None = None, backend: str | None = None, **overrides: Any
+    ) -> RunningDaemon:
+        name = backend or sandbox_backend
+        if name == "docker":
+            request.getfixturevalue("docker_client")  # fails the test without an engine
+        config = config_for_test(**overrides)
+        running = start_daemon(config, registry, backend_named(name, config))
+        started.append((running, name))
         return running
 
     yield make
     leaked: list[str] = []
-    for running in started:
+    for running, name in started:
         running.stop()
-        for container in containers_of(docker_client, running.instance):
-            leaked.append(container.name)
-            container.remove(force=True)
+        if name == "docker":
+            docker_client = request.getfixturevalue("docker_client")
+            for container in containers_of(docker_client, running.instance):
+                leaked.append(container.name)
+                container.remove(force=True)
+    for process in agent_processes():
+        leaked.append(f"local sandbox pid {process.pid}")
+        process.kill()
     if leaked:
-        pytest.fail(f"containers left behind after the daemon stopped: {leaked}")
+        pytest.fail(f"sandboxes left behind after the daemon stopped: {leaked}")
 
 
 @pytest.fixture

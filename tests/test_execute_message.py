@@ -68,6 +68,11 @@ PREFIX = {"anthropic": "toolu_", "openai": "call_", "gemini": "fc_"}
 
 @pytest.mark.parametrize("dialect", sorted(LOOPS))
 def test_example_loop_replays_a_multi_turn_task(session, dialect):
+    replay_and_check(session, dialect)
+
+
+def replay_and_check(session: Any, dialect: str) -> None:
+    """The example loop of `dialect` replays the recorded task in `session`."""
     loop = LOOPS[dialect]
     conversation = loop.agent_loop(session, loop.replay(), _story.TASK)
     results = payloads(dialect, conversation)
@@ -174,16 +179,22 @@ def spans(results: list[Any]) -> list[tuple[float, float]]:
 
 
 def test_read_only_calls_overlap_and_side_effects_run_one_at_a_time(make_daemon):
+    running = make_daemon(registry=Registry([SHELL, PEEK]))
+    check_reads_overlap_and_writes_wait(running.target, STAMPS)
+
+
+def check_reads_overlap_and_writes_wait(target: str, stamps: str) -> None:
+    """A batch of peeks and shells on a daemon serving both: each `stamps`
+    command prints when it started and ended."""
     from runtime.client import Client
 
-    running = make_daemon(registry=Registry([SHELL, PEEK]))
-    with Client(running.target) as client, client.session() as session:
+    with Client(target) as client, client.session() as session:
         message = [
-            {"id": "r1", "name": "peek", "arguments": {"command": STAMPS}},
-            {"id": "r2", "name": "peek", "arguments": {"command": STAMPS}},
+            {"id": "r1", "name": "peek", "arguments": {"command": stamps}},
+            {"id": "r2", "name": "peek", "arguments": {"command": stamps}},
             {"id": "bad", "name": "peek", "arguments": {"command": ""}},
-            {"id": "w1", "name": "shell", "arguments": {"command": STAMPS}},
-            {"id": "w2", "name": "shell", "arguments": {"command": STAMPS}},
+            {"id": "w1", "name": "shell", "arguments": {"command": stamps}},
+            {"id": "w2", "name": "shell", "arguments": {"command": stamps}},
             {"id": "r3", "name": "peek", "arguments": {"command": "date +%s.%N"}},
         ]
         _, results = session.execute_message("neutral", message)

@@ -59,10 +59,10 @@ def test_limits_are_set_at_claim_and_unmatched_requests_go_cold(make_daemon, doc
     wait_for(lambda: pool.ready() == 1)
     (warm_id,) = pooled_ids(docker_client, running.instance)
     with Client(running.target) as client:
-        with client.session(limits={"memory_bytes": 300 * MiB, "pids": 77, "cpus": 0.5}) as s:
+        with client.session(limits={"memory_bytes": 400 * MiB, "pids": 77, "cpus": 0.5}) as s:
             assert s.id == warm_id
             host = docker_client.containers.get(f"toolrt-{s.id}").attrs["HostConfig"]
-            assert host["Memory"] == 300 * MiB
+            assert host["Memory"] == 400 * MiB
             assert host["PidsLimit"] == 77
             assert host["NanoCpus"] == 500_000_000
             assert s.shell("cat /sys/fs/cgroup/pids/pids.max").output["stdout"].strip() == "77"

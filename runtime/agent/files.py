@@ -23,8 +23,8 @@ from typing import Any, Iterator, List, Tuple
 from . import budget, protocol
 from .protocol import INTERNAL, INVALID_ARGUMENTS, LIMIT_EXCEEDED, NOT_FOUND, PATH_DENIED
 
-SANDBOX_UID = int(os.environ.get("TOOLRT_SANDBOX_UID", "1000"))
-SANDBOX_GID = int(os.environ.get("TOOLRT_SANDBOX_GID", "1000"))
+SANDBOX_UID = int(os.environ.get("TOOLRT_SANDBOX_UID", protocol.SANDBOX_UID))
+SANDBOX_GID = int(os.environ.get("TOOLRT_SANDBOX_GID", protocol.SANDBOX_GID))
 DIR_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 CHUNK = 1 << 20
 _libc: Any = None  # loaded at the first file op (ctypes costs every start-up)

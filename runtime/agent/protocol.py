@@ -44,6 +44,11 @@ INVALID_ARGUMENTS = "INVALID_ARGUMENTS"
 LIMIT_EXCEEDED = "LIMIT_EXCEEDED"
 TIMEOUT = "TIMEOUT"
 INTERNAL = "INTERNAL"
+# The sandbox's paths and user, as both sides know them.
+WORKSPACE = "/workspace"
+TMP = "/tmp"
+SANDBOX_UID = 1000
+SANDBOX_GID = 1000
 # How long a file or archive operation may run unless its request says.
 FILE_OP_SECONDS = 60.0
 
@@ -106,7 +111,7 @@ class Exec(Message):
 
     OP: ClassVar[str] = "exec"
     command: str = ""
-    cwd: str = "/workspace"
+    cwd: str = WORKSPACE
     env: Dict[str, str] = dataclasses.field(default_factory=dict)
     # The tool call this command answers: its result is kept under this id.
     call_id: str = ""
@@ -315,7 +320,7 @@ class Done(Message):
 @dataclasses.dataclass
 class ListDir(Message):
     OP: ClassVar[str] = "list"
-    path: str = "/workspace"
+    path: str = WORKSPACE
     recursive: bool = False
     max_entries: int = 1000
     deadline_s: float = FILE_OP_SECONDS
@@ -340,7 +345,7 @@ class Extract(Message):
     """Unpack the body (a tar archive) below `dest`, all or nothing."""
 
     OP: ClassVar[str] = "extract"
-    dest: str = "/workspace"
+    dest: str = WORKSPACE
     deadline_s: float = FILE_OP_SECONDS
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from runtime.auth.principals import CERTIFICATE, LOCAL, TOKEN, UNIX, Principal, certificate_tenant
 from runtime.auth.tokens import PREFIX, TOKEN_LENGTH, TokenStore
 from runtime.config import AuthConfig, Config
+from runtime.constants import DEFAULT_TENANT
 from runtime.errors import Unauthenticated
 
 SCHEME = "bearer"
@@ -98,7 +99,7 @@ class Authenticator:
         if creds.peer.startswith("unix:"):
             return Principal(self._auth.unix_tenant, "unix", UNIX, admin=not enabled)
         if not enabled and is_loopback(peer_host(creds.peer)):
-            return Principal("default", "local", LOCAL, admin=True)
+            return Principal(DEFAULT_TENANT, "local", LOCAL, admin=True)
         msg = f"no credentials: {HOW}"
         raise Unauthenticated(msg, "missing")
 

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from runtime.config import Limits
+from runtime.constants import DEFAULT_TARGET
 
 _SIZE = re.compile(r"(?i)^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$")
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
@@ -38,8 +39,8 @@ def add_client_options(parser: argparse.ArgumentParser) -> None:
     env = os.environ.get
     parser.add_argument(
         "--target",
-        default=env("TOOLRT_TARGET", "127.0.0.1:50051"),
-        help="daemon address, host:port or unix:PATH (TOOLRT_TARGET; default 127.0.0.1:50051)",
+        default=env("TOOLRT_TARGET", DEFAULT_TARGET),
+        help=f"daemon address, host:port or unix:PATH (TOOLRT_TARGET; default {DEFAULT_TARGET})",
     )
     parser.add_argument(
         "--token", default=env("TOOLRT_TOKEN", ""), help="bearer token (TOOLRT_TOKEN)"

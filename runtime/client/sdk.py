@@ -20,8 +20,8 @@ import grpc
 
 from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
 from runtime._proto.toolruntime.v1 import runtime_pb2_grpc as pb_grpc
+from runtime.constants import DEFAULT_TARGET, WORKSPACE
 
-DEFAULT_TARGET = "127.0.0.1:50051"
 UPLOAD_CHUNK = 1 << 20
 Metadata = tuple[tuple[str, str], ...]
 
@@ -200,7 +200,7 @@ class Client:
             # A caller that stops reading (Ctrl-C, break) stops the call too.
             events.cancel()
 
-    def upload(self, session_id: str, tar: bytes, path: str = "/workspace") -> tuple[int, int]:
+    def upload(self, session_id: str, tar: bytes, path: str = WORKSPACE) -> tuple[int, int]:
         """Unpack a tar archive below `path` in the sandbox; (files, bytes)."""
 
         def chunks() -> Iterator[pb.UploadFilesRequest]:
@@ -250,7 +250,7 @@ class SessionHandle:
     def shell(self, command: str, **arguments: Any) -> Result:
         return self.call("shell", {"command": command, **arguments})
 
-    def upload(self, tar: bytes, path: str = "/workspace") -> tuple[int, int]:
+    def upload(self, tar: bytes, path: str = WORKSPACE) -> tuple[int, int]:
         return self.client.upload(self.id, tar, path)
 
     def download(self, paths: list[str]) -> bytes:

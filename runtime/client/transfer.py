@@ -17,6 +17,8 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from runtime.constants import WORKSPACE
+
 _REMOTE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.-]*):(.*)$")
 
 
@@ -34,8 +36,8 @@ def parse_location(text: str) -> Remote | str:
     match = _REMOTE.match(text)
     if match is None:
         return text
-    path = match.group(2) or "/workspace"
-    return Remote(match.group(1), posixpath.normpath(posixpath.join("/workspace", path)))
+    path = match.group(2) or WORKSPACE
+    return Remote(match.group(1), posixpath.normpath(posixpath.join(WORKSPACE, path)))
 
 
 def pack_for_upload(local: str | Path, remote_path: str) -> tuple[bytes, str]:

@@ -28,12 +28,13 @@ from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
 
 from runtime.config import Config
+from runtime.constants import DEFAULT_TENANT
 from runtime.dialects import mcp as mcp_dialect
 from runtime.models import ToolCall, ToolErrorInfo, ToolResult
 
 log = logging.getLogger(__name__)
 
-TENANT = "default"
+TENANT = DEFAULT_TENANT
 
 
 class ToolFront(Protocol):

@@ -14,11 +14,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from runtime.constants import WORKSPACE, WRITABLE_AREAS
 from runtime.errors import BadRequest, PathDenied
 
-DEFAULT_ROOTS = ("/workspace",)
-DEFAULT_MAX_ROOTS = ("/workspace", "/tmp")
-WORKSPACE = "/workspace"
+DEFAULT_ROOTS = (WORKSPACE,)
+DEFAULT_MAX_ROOTS = WRITABLE_AREAS
 MAX_GLOBS = 64
 MAX_ROOTS = 32
 

@@ -2,8 +2,9 @@
 
 One asyncio connection per sandbox: requests carry ids, a single reader
 task decodes the agent's frames and resolves the waiting request. The
-transport is whatever the backend has: Docker's attach stream (stdout and
-stderr interleaved behind 8-byte headers), or a child process's pipes.
+transport is whatever the backend has: Docker's attach stream
+(docker/attach.py), a child process's pipes (local.py), or none at all
+(fake.py implements FrameChannel in memory).
 No thread per session, no engine API call per tool call.
 """
 
@@ -68,29 +69,6 @@ class FrameChannel(Protocol):
     def abort(self, reason: str) -> None:
         """Fail every pending request now with SANDBOX_LOST (`reason`)."""
         ...
-
-
-class DockerAttachSource:
-    """The agent's stdout out of Docker's multiplexed attach stream."""
-
-    HEADER = 8
-
-    def __init__(self, reader: asyncio.StreamReader, name: str) -> None:
-        self._reader = reader
-        self._name = name
-
-    async def read(self) -> bytes:
-        while True:
-            try:
-                head = await self._reader.readexactly(self.HEADER)
-                payload = await self._reader.readexactly(int.from_bytes(head[4:8], "big"))
-            except asyncio.IncompleteReadError:
-                return b""
-            if head[0] == 2:
-                log.debug("agent %s stderr: %r", self._name, payload[:500])
-                continue
-            if payload:
-                return payload
 
 
 @dataclass

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from runtime.config import Config, Limits, tmpfs_overflow
+from runtime.constants import WORKSPACE
 from runtime.errors import AdmissionRefused, BadRequest, EngineUnavailable, SessionNotFound
 from runtime.policy.allowlist import session_policy
 from runtime.sandbox.backend import Sandbox, SandboxBackend, SandboxSpec
@@ -179,7 +180,7 @@ class SessionManager:
             raise AdmissionRefused(msg)
         if request.workspace_tar:
             try:
-                await upload_tar(session, "/workspace", request.workspace_tar)
+                await upload_tar(session, WORKSPACE, request.workspace_tar)
             except BaseException:
                 await self._close(session, "its workspace_tar could not be unpacked")
                 raise

@@ -23,13 +23,14 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from runtime.config import Config, Limits, PoolProfile
+from runtime.constants import DEFAULT_TENANT
 from runtime.sandbox.backend import Sandbox, SandboxBackend, SandboxSpec
 
 log = logging.getLogger(__name__)
 
 # Until authentication lands every caller is this tenant; the label is set at
 # creation, so other tenants (and requests with labels) are served cold.
-POOL_TENANT = "default"
+POOL_TENANT = DEFAULT_TENANT
 RETRY_FIRST_S = 0.5
 RETRY_MAX_S = 30.0
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runtime.config import Limits
+from runtime.constants import WORKSPACE
 from runtime.policy.allowlist import PathPolicy
 from runtime.sandbox.backend import Sandbox
 from runtime.sessions.journal import Journal
@@ -21,8 +22,8 @@ CLOSED = "closed"
 
 @dataclass
 class Allowlist:
-    read_roots: list[str] = field(default_factory=lambda: ["/workspace"])
-    write_roots: list[str] = field(default_factory=lambda: ["/workspace"])
+    read_roots: list[str] = field(default_factory=lambda: [WORKSPACE])
+    write_roots: list[str] = field(default_factory=lambda: [WORKSPACE])
     deny_globs: list[str] = field(default_factory=list)
 
 

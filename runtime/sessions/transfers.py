@@ -20,6 +20,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from typing import TYPE_CHECKING
 
 from runtime.agent import protocol
+from runtime.constants import WORKSPACE, WRITABLE_AREAS
 from runtime.errors import BadRequest, SessionUnusable, ToolFailure
 from runtime.policy.allowlist import is_within, normalize
 from runtime.sessions.session import Session
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 MAX_UPLOAD_BYTES = protocol.MAX_BODY - (1 << 20)
 # Where a sandbox keeps anything worth moving: its writable filesystems (and
 # not, say, /proc, whose files never end).
-TRANSFER_AREAS = ("/workspace", "/tmp")
+TRANSFER_AREAS = WRITABLE_AREAS
 
 
 @contextlib.contextmanager
@@ -73,7 +74,7 @@ async def upload_tar(session: Session, dest: str, data: bytes) -> tuple[int, int
         msg = f"the archive is {len(data)} bytes; at most {MAX_UPLOAD_BYTES} per upload"
         raise BadRequest(msg)
     async with session.write_lock:
-        [resolved] = await _resolved(session, [dest or "/workspace"], "destination")
+        [resolved] = await _resolved(session, [dest or WORKSPACE], "destination")
         with _as_request_errors(session):
             reply = await session.sandbox.agent.extract(resolved, data)
     return reply.files, reply.bytes

@@ -14,8 +14,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from runtime.agent import protocol
+from runtime.constants import WORKSPACE
 from runtime.errors import InvalidArguments, PathDenied
-from runtime.policy.allowlist import WORKSPACE, normalize
+from runtime.policy.allowlist import normalize
 from runtime.tools.base import Tool, ToolContext
 from runtime.tools.output import without_surrogates
 from runtime.tools.validation import no_nul

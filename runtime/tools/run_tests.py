@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from runtime.agent import protocol
+from runtime.constants import WORKSPACE
 from runtime.errors import CallTimeout, FileMissing, LimitExceeded
 from runtime.tools.base import Tool, ToolContext
 from runtime.tools.files import NO_NETWORK, checked_path
@@ -87,7 +88,7 @@ def parse_junit(xml_text: bytes) -> dict[str, Any]:
 
 
 async def run_tests(ctx: ToolContext, args: RunTestsArgs) -> dict[str, Any]:
-    resolved, kind = await checked_path(ctx, args.path or "/workspace")
+    resolved, kind = await checked_path(ctx, args.path or WORKSPACE)
     if not kind:
         msg = f"{resolved}: no such file or directory"
         raise FileMissing(msg)

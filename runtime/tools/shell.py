@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from runtime.agent import protocol
+from runtime.constants import WORKSPACE
 from runtime.errors import CallTimeout, FileMissing, LimitExceeded
 from runtime.tools.base import Tool, ToolContext
 from runtime.tools.files import checked_path
@@ -19,7 +20,7 @@ from runtime.tools.validation import no_nul
 # pagers, no prompts, no terminal tricks (stdin is closed, there is no TTY).
 BASE_ENV = {
     "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-    "HOME": "/workspace",
+    "HOME": WORKSPACE,
     "USER": "sandbox",
     "LOGNAME": "sandbox",
     "SHELL": "/bin/bash",

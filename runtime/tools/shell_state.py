@@ -11,10 +11,11 @@ import posixpath
 from dataclasses import dataclass, field
 
 from runtime.agent import protocol
+from runtime.constants import WORKSPACE
 from runtime.policy.allowlist import PathPolicy
 from runtime.tools.base import ToolContext
 
-HOME = "/workspace"
+HOME = WORKSPACE
 STATE_KEY = "shell"
 
 

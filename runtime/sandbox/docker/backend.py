@@ -3,39 +3,49 @@
 The Docker SDK is synchronous: every SDK call runs on a dedicated thread
 pool, under a deadline, never on the event loop. The per-call path touches
 no Docker API at all: calls travel over the container's attach stream
-(`framing.AgentConnection`).
+(`framing.AgentConnection` over attach.py's stream). Every Docker failure
+becomes a toolrt error in errors.py, never here.
 """
 
 from __future__ import annotations
 
 import asyncio
-import compileall
 import contextlib
 import logging
 import os
-import secrets
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlparse
 
 import docker
-import docker.errors
 from docker.types import LogConfig
 
-from runtime import agent as agent_package
 from runtime.config import Config, Limits
-from runtime.errors import BadRequest, CallTimeout, EngineUnavailable, SandboxLost
+from runtime.constants import SANDBOX_GID, SANDBOX_UID, TMP, WORKSPACE
+from runtime.errors import BadRequest, EngineUnavailable
 from runtime.sandbox.agent_client import AgentClient
 from runtime.sandbox.backend import (
+    AGENT_DIR_IN_SANDBOX,
     LABEL_DAEMON,
     LABEL_SESSION,
     LABEL_TENANT,
+    ConnectedSandbox,
+    SandboxBackend,
     SandboxSpec,
+    new_epoch,
+    prepare_agent_dir,
 )
-from runtime.sandbox.docker_errors import map_docker_errors
-from runtime.sandbox.framing import AgentConnection, DockerAttachSource
+from runtime.sandbox.docker.attach import DockerAttachSource, open_attach
+from runtime.sandbox.docker.errors import (
+    exited_by_itself,
+    map_agent_start,
+    map_docker_errors,
+    map_engine_timeout,
+    require_engine_socket,
+    tolerate_gone,
+)
+from runtime.sandbox.framing import AgentConnection
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -43,9 +53,6 @@ T = TypeVar("T")
 # Pinned rather than negotiated: negotiation costs a round trip per client
 # and leaks a socket when the engine is down. Engines since 20.10 speak it.
 DOCKER_API_VERSION = "1.41"
-# The agent package's mount point; its name is the package's name there.
-AGENT_DIR_IN_SANDBOX = "/opt/toolrt/agent"
-SANDBOX_UID = 1000
 # Capabilities the agent needs to start commands as the sandbox user and to
 # kill them; commands themselves end up with none.
 AGENT_CAPS = ["SETUID", "SETGID", "KILL"]
@@ -64,56 +71,15 @@ def docker_socket_path(config: Config) -> str:
     return parsed.path
 
 
-def precompile_agent(agent_dir: str) -> None:
-    """Byte-compile the agent next to its source, once per daemon start.
-
-    Sandboxes mount the directory read-only and cannot cache bytecode
-    themselves: without this every sandbox start compiles the agent anew
-    (~15 ms of each CreateSession). Python versions that do not match just
-    compile as before; a read-only install is left alone.
-    """
-    with contextlib.suppress(OSError):
-        compileall.compile_dir(agent_dir, quiet=1, maxlevels=0)
-
-
-class DockerSandbox:
-    """A running container and the client of its agent."""
-
-    def __init__(self, session_id: str, connection: AgentConnection) -> None:
-        self._id = session_id
-        self._conn = connection
-        self._agent = AgentClient(connection)
-
-    @property
-    def id(self) -> str:
-        return self._id
-
-    @property
-    def lost(self) -> str:
-        return self._conn.lost
-
-    @property
-    def agent(self) -> AgentClient:
-        return self._agent
-
-    def abort(self, reason: str) -> None:
-        self._conn.abort(reason)
-
-    def close(self) -> None:
-        self._conn.close()
-
-
 class DockerBackend:
     def __init__(self, config: Config) -> None:
         self._config = config
         self._socket = docker_socket_path(config)
         self._executor = ThreadPoolExecutor(config.docker_workers, thread_name_prefix="docker")
         self._client: docker.DockerClient | None = None
-        self._agent_dir = str(Path(agent_package.__file__).resolve().parent)
-        precompile_agent(self._agent_dir)
-        self._live: dict[str, DockerSandbox] = {}
-        # Every frame to an agent carries it; a frame of another epoch is stale.
-        self._epoch = secrets.randbits(62) | 1
+        self._agent_dir = prepare_agent_dir()
+        self._live: dict[str, ConnectedSandbox] = {}
+        self._epoch = new_epoch()
 
     # -- plumbing -----------------------------------------------------------
     def _docker(self) -> docker.DockerClient:
@@ -128,23 +94,16 @@ class DockerBackend:
 
     async def _run(self, what: str, fn: Callable[..., T], *args: Any) -> T:
         def guarded() -> T:
-            if not os.path.exists(self._socket):
-                msg = f"{what}: no Docker engine socket at {self._socket}; is dockerd running?"
-                raise EngineUnavailable(msg)
+            require_engine_socket(what, self._socket)
             with map_docker_errors(what):
                 return fn(*args)
 
         loop = asyncio.get_running_loop()
-        try:
+        with map_engine_timeout(what, self._config.docker_timeout_s):
             return await asyncio.wait_for(
                 loop.run_in_executor(self._executor, guarded),
                 self._config.docker_timeout_s + 5,
             )
-        except TimeoutError as exc:
-            msg = (
-                f"{what}: the Docker engine did not answer within {self._config.docker_timeout_s} s"
-            )
-            raise EngineUnavailable(msg) from exc
 
     async def ping(self) -> None:
         await self._run("ping the engine", lambda: self._docker().ping())
@@ -177,13 +136,13 @@ class DockerBackend:
             "security_opt": ["no-new-privileges"],
             "read_only": True,
             "tmpfs": {
-                "/workspace": (
+                WORKSPACE: (
                     f"{tmpfs_opts},size={limits.workspace_bytes},"
-                    f"uid={SANDBOX_UID},gid={SANDBOX_UID},mode=0755"
+                    f"uid={SANDBOX_UID},gid={SANDBOX_GID},mode=0755"
                 ),
-                "/tmp": (
+                TMP: (
                     f"{tmpfs_opts},size={limits.tmp_bytes},"
-                    f"uid={SANDBOX_UID},gid={SANDBOX_UID},mode=1777"
+                    f"uid={SANDBOX_UID},gid={SANDBOX_GID},mode=1777"
                 ),
             },
             "mem_limit": limits.memory_bytes,
@@ -193,7 +152,7 @@ class DockerBackend:
             "log_config": LogConfig(type="none"),
             "volumes": {self._agent_dir: {"bind": AGENT_DIR_IN_SANDBOX, "mode": "ro"}},
             "labels": self._labels(spec),
-            "working_dir": "/workspace",
+            "working_dir": WORKSPACE,
             "hostname": "sandbox",
             "environment": {
                 "PYTHONDONTWRITEBYTECODE": "1",
@@ -205,80 +164,49 @@ class DockerBackend:
         container = self._docker().containers.create(**kwargs)
         return str(container.id)
 
-    async def _attach(self, container_id: str, session_id: str) -> AgentConnection:
-        """Attach to stdin/stdout before start, so not a byte is missed."""
-        version = DOCKER_API_VERSION
-        reader, writer = await asyncio.wait_for(
-            asyncio.open_unix_connection(self._socket, limit=1 << 22),
-            self._config.docker_timeout_s,
+    async def _attach(self, container_id: str, session_id: str, what: str) -> AgentConnection:
+        reader, writer = await open_attach(
+            self._socket, DOCKER_API_VERSION, container_id, what, self._config.docker_timeout_s
         )
-        writer.write(
-            (
-                f"POST /v{version}/containers/{container_id}/attach"
-                "?stream=1&stdin=1&stdout=1&stderr=1 HTTP/1.1\r\n"
-                "Host: docker\r\nUpgrade: tcp\r\nConnection: Upgrade\r\n\r\n"
-            ).encode()
-        )
-        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), self._config.docker_timeout_s)
-        status = head.split(b"\r\n", 1)[0]
-        if b" 101 " not in status and b" 200 " not in status:
-            writer.close()
-            msg = f"attach to the sandbox failed: {status.decode(errors='replace')}"
-            raise EngineUnavailable(msg)
         connection = AgentConnection(
             session_id, DockerAttachSource(reader, session_id), writer, self._epoch
         )
         connection.start()
         return connection
 
-    async def create(self, spec: SandboxSpec) -> DockerSandbox:
+    async def create(self, spec: SandboxSpec) -> ConnectedSandbox:
         what = f"create sandbox {spec.session_id}"
         container_id = await self._run(what, self._create_container, spec)
         connection: AgentConnection | None = None
+
+        async def ended_by_itself() -> bool:
+            return await self._run(what, self._exited_by_itself, container_id)
+
         try:
-            connection = await self._attach(container_id, spec.session_id)
+            connection = await self._attach(container_id, spec.session_id, what)
             await self._run(what, self._docker().api.start, container_id)
-            try:
-                await AgentClient(connection).hello(self._config.create_timeout_s)
-            except SandboxLost as exc:
-                if await self._run(what, self._exited_by_itself, container_id):
-                    msg = (
-                        f"{what}: the in-sandbox agent exited at start-up; the image "
-                        f"{spec.image!r} needs python3 (3.9 or newer) on its PATH"
-                    )
-                    raise BadRequest(msg) from exc
-                msg = f"{what}: the sandbox was stopped or removed while it started"
-                raise EngineUnavailable(msg) from exc
-            except CallTimeout as exc:
-                msg = f"{what}: the sandbox did not answer within {self._config.create_timeout_s} s"
-                raise EngineUnavailable(msg) from exc
+            timeout = self._config.create_timeout_s
+            async with map_agent_start(what, spec.image, timeout, ended_by_itself):
+                await AgentClient(connection).hello(timeout)
         except BaseException:
             if connection is not None:
                 connection.close()
             await asyncio.shield(self._remove(spec.session_id))
             raise
-        sandbox = DockerSandbox(spec.session_id, connection)
+        sandbox = ConnectedSandbox(spec.session_id, connection)
         self._live[spec.session_id] = sandbox
         return sandbox
 
     def _exited_by_itself(self, container_id: str) -> bool:
-        """Did the container end on its own (not killed, removed or OOM-killed)?"""
-        try:
+        """Did the container end on its own (a removed one did not)?"""
+        state: dict[str, Any] | None = None
+        with tolerate_gone():
             state = self._docker().api.inspect_container(container_id)["State"]
-        except docker.errors.NotFound:
-            return False
-        killed = state.get("OOMKilled") or state.get("ExitCode") in (128 + 9, 128 + 15)
-        return not state.get("Running") and not killed
+        return state is not None and exited_by_itself(state)
 
     def _remove_container(self, session_id: str) -> None:
-        try:
+        with tolerate_gone():
             self._docker().api.remove_container(container_name(session_id), force=True, v=True)
-        except docker.errors.NotFound:
-            pass
-        except docker.errors.APIError as exc:
-            # "removal already in progress" means someone else is finishing the job.
-            if exc.status_code != 409:
-                raise
 
     async def _remove(self, session_id: str) -> None:
         with contextlib.suppress(EngineUnavailable, BadRequest):
@@ -327,3 +255,7 @@ class DockerBackend:
         self._executor.shutdown(wait=False, cancel_futures=True)
         if self._client is not None:
             self._client.close()
+
+
+def _conforms(backend: DockerBackend) -> SandboxBackend:
+    return backend  # mypy checks here that DockerBackend is a SandboxBackend

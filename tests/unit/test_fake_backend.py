@@ -1,0 +1,159 @@
+"""The fake backend through the real AgentClient: files, scripts, the error edge."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import tarfile
+
+import pytest
+
+from runtime.agent import protocol
+from runtime.config import Limits
+from runtime.errors import (
+    FileMissing,
+    InternalFailure,
+    InvalidArguments,
+    LimitExceeded,
+    PathDenied,
+    SandboxLost,
+)
+from runtime.sandbox.backend import ConnectedSandbox, SandboxSpec
+from runtime.sandbox.fake import FakeBackend, Lose
+
+
+async def sandbox_of(backend: FakeBackend, session_id: str = "s1") -> ConnectedSandbox:
+    return await backend.create(SandboxSpec(session_id=session_id, image="-", limits=Limits()))
+
+
+def test_files_round_trip():
+    async def run() -> None:
+        agent = (await sandbox_of(FakeBackend())).agent
+        assert (await agent.write("/workspace/d/a.txt", b"1\n2\n3\n")).bytes_written == 6
+        reply, window = await agent.read(
+            protocol.Read(path="/workspace/d/a.txt", offset=2, limit=1)
+        )
+        assert (window, reply.total_lines, reply.truncated) == (b"2\n", 3, True)
+        resolved = await agent.resolve(["/workspace/d/../d/a.txt", "/workspace/d", "/nope"])
+        assert [(r.path, r.type) for r in resolved] == [
+            ("/workspace/d/a.txt", "file"),
+            ("/workspace/d", "dir"),
+            ("/nope", ""),
+        ]
+        listing = await agent.list_dir("/workspace", recursive=True, max_entries=10)
+        assert [(e.path, e.type, e.size) for e in listing.entries] == [
+            ("/workspace/d", "dir", 0),
+            ("/workspace/d/a.txt", "file", 6),
+        ]
+        chunks: list[bytes] = []
+        moved = await agent.archive(["/workspace/d"], 1 << 20, chunks.append)
+        assert (moved.files, moved.bytes) == (1, 6)
+        extracted = await agent.extract("/tmp", b"".join(chunks))
+        assert (extracted.files, extracted.bytes) == (1, 6)
+        _, data = await agent.read(protocol.Read(path="/tmp/d/a.txt", raw=True))
+        assert data == b"1\n2\n3\n"
+        await agent.unlink("/tmp/d/a.txt")
+        with pytest.raises(FileMissing, match="/tmp/d/a.txt: no such file"):
+            await agent.read(protocol.Read(path="/tmp/d/a.txt"))
+
+    asyncio.run(run())
+
+
+def test_scripted_exec_and_agent_failures_cross_the_real_error_edge():
+    backend = FakeBackend()
+    answers = iter(
+        [
+            (protocol.ExecResult(exit_code=3), b"out", b"err"),
+            protocol.Failure(code=protocol.PATH_DENIED, message="no"),
+            protocol.Failure(code=protocol.LIMIT_EXCEEDED, message="pids"),
+            protocol.Failure(code="SOMETHING_NEW", message="?"),
+        ]
+    )
+    backend.script(lambda request: next(answers))
+
+    async def run() -> None:
+        agent = (await sandbox_of(backend)).agent
+        result, body = await agent.exec(protocol.Exec(command="x", call_id="c1"))
+        assert (result.exit_code, result.call_id, body) == (3, "c1", b"outerr")
+        assert (result.stdout.head, result.stderr.head) == (3, 3)
+        for expected in (PathDenied, LimitExceeded, InternalFailure):
+            with pytest.raises(expected):
+                await agent.exec(protocol.Exec(command="x"))
+        assert [e.command for e in backend.execs()] == ["x"] * 4
+
+    asyncio.run(run())
+
+
+def test_streamed_output_reaches_the_caller():
+    backend = FakeBackend()
+    backend.script(lambda request: (protocol.ExecResult(exit_code=0), b"live"))
+    seen: list[tuple[str, bytes]] = []
+
+    async def run() -> None:
+        agent = (await sandbox_of(backend)).agent
+        request = protocol.Exec(command="x", stream=True)
+        await agent.exec(request, on_output=lambda stream, chunk: seen.append((stream, chunk)))
+
+    asyncio.run(run())
+    assert seen == [("stdout", b"live")]
+
+
+def test_a_lost_sandbox_fails_every_call_in_flight():
+    backend = FakeBackend()
+
+    async def answer(request: protocol.Exec) -> Lose | tuple[protocol.ExecResult, bytes]:
+        if request.command == "die":
+            await asyncio.sleep(0.05)
+            return Lose("the container was killed")
+        await asyncio.sleep(10)
+        return protocol.ExecResult(exit_code=0), b""
+
+    backend.script(answer)
+
+    async def run() -> None:
+        sandbox = await sandbox_of(backend)
+        calls = [sandbox.agent.exec(protocol.Exec(command=c)) for c in ("sleep", "die")]
+        results = await asyncio.gather(*calls, return_exceptions=True)
+        assert [type(r) for r in results] == [SandboxLost, SandboxLost]
+        assert sandbox.lost == "the container was killed"
+        with pytest.raises(SandboxLost):
+            await sandbox.agent.ping()
+
+    asyncio.run(run())
+
+
+def test_a_cancelled_call_stops_its_script():
+    backend = FakeBackend()
+    finished: list[str] = []
+
+    async def slow(request: protocol.Exec) -> tuple[protocol.ExecResult, bytes]:
+        await asyncio.sleep(10)
+        finished.append(request.command)
+        return protocol.ExecResult(exit_code=0), b""
+
+    backend.script(slow)
+
+    async def run() -> None:
+        sandbox = await sandbox_of(backend)
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(sandbox.agent.exec(protocol.Exec(command="x")), 0.1)
+        assert not sandbox.lost
+        await sandbox.agent.ping()
+
+    asyncio.run(run())
+    assert finished == []
+
+
+def test_extract_refuses_what_the_fake_cannot_hold():
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        link = tarfile.TarInfo("link")
+        link.type, link.linkname = tarfile.SYMTYPE, "/etc"
+        tar.addfile(link)
+
+    async def run() -> None:
+        agent = (await sandbox_of(FakeBackend())).agent
+        with pytest.raises(InvalidArguments, match="files and directories only"):
+            await agent.extract("/workspace", buffer.getvalue())
+
+    asyncio.run(run())
