@@ -19,7 +19,7 @@ from runtime.core import Core, build_core
 from runtime.errors import AuditUnavailable
 from runtime.server.auth import AuthInterceptor
 from runtime.server.interceptor import ErrorInterceptor
-from runtime.server.listeners import add_listeners, check_startup
+from runtime.server.listeners import add_listeners, check_startup, server_credentials
 from runtime.server.service import ToolRuntimeService
 
 log = logging.getLogger(__name__)
@@ -37,6 +37,7 @@ class Daemon:
         self.core = core
         self.config = config = core.config
         check_startup(config)
+        credentials = server_credentials(config.auth)
         self.authenticator = Authenticator(config.auth)
         self.server = grpc.aio.server(
             # Errors outermost, so a refused authentication is a status like any other.
@@ -52,7 +53,7 @@ class Daemon:
         reflection.enable_server_reflection(
             [SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME], self.server
         )
-        self.port = add_listeners(self.server, config)
+        self.port = add_listeners(self.server, config, credentials)
         self._stopped = asyncio.Event()
         self._flusher: asyncio.Task[None] | None = None
 
@@ -96,6 +97,7 @@ class Daemon:
 
 async def serve(config: Config) -> None:
     """Run until SIGTERM/SIGINT, then shut down cleanly."""
+    check_startup(config)  # before the engine is touched
     daemon = Daemon(build_core(config))
     await daemon.start()
     loop = asyncio.get_running_loop()

@@ -88,11 +88,12 @@ def _owner_only() -> Iterator[None]:
         os.umask(previous)
 
 
-def add_listeners(server: grpc.aio.Server, config: Config) -> int:
-    """Bind the TCP and unix listeners of `config`; the TCP port (0 when none)."""
+def add_listeners(
+    server: grpc.aio.Server, config: Config, credentials: grpc.ServerCredentials | None
+) -> int:
+    """Bind the TCP (with `credentials`: TLS) and unix listeners; the TCP port (0 when none)."""
     port = 0
     if config.listen:
-        credentials = server_credentials(config.auth)
         if credentials is None:
             port = server.add_insecure_port(config.listen)
         else:

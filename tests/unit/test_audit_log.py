@@ -12,8 +12,7 @@ from runtime.audit import AuditLog
 from runtime.auth.principals import TOKEN, Principal
 from runtime.errors import AuditUnavailable, SessionNotFound
 from runtime.models import ToolCall, ToolErrorInfo, ToolResult
-
-from .test_auth_unit import Clock
+from tests.unit.test_auth_rules import Clock
 
 ALICE = Principal("alice", "0123456789ab", TOKEN)
 NOPE = "no open session 'nope'"

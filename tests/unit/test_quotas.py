@@ -7,8 +7,7 @@ import pytest
 from runtime.config import Config, Limits
 from runtime.errors import AdmissionRefused, PermissionDenied, RateLimited
 from runtime.sessions.quotas import TenantQuotas
-
-from .test_auth_unit import Clock
+from tests.unit.test_auth_rules import Clock
 
 GiB = 1 << 30
 
