@@ -63,7 +63,9 @@ def bearer_token(values: list[str]) -> str:
     value = values[0]
     scheme, space, token = value.partition(" ")
     if scheme.lower() != SCHEME or not space:
-        msg = f"authorization is not 'Bearer <token>' (scheme {scheme[:20]!r}); {HOW}"
+        # Echo a scheme only when it looks like one: a bare token must not reach the log.
+        shown = f" (scheme {scheme!r})" if scheme.isalpha() and len(scheme) <= 16 else ""
+        msg = f"authorization is not 'Bearer <token>'{shown}; {HOW}"
         raise Unauthenticated(msg, "malformed")
     if not token.isascii() or not token.isprintable():
         msg = "the token has characters no toolrt token has (non-ASCII or control)"

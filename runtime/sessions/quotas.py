@@ -58,6 +58,19 @@ class TenantQuotas:
         usage.memory_bytes += limits.memory_bytes
         usage.cpus += limits.cpus
 
+    def check_secrets(self, tenant: str, names: list[str]) -> None:
+        """PERMISSION_DENIED for a secret name outside the tenant's `secrets` (the seam
+        for sessions with secrets: CreateSession calls it once requests carry names)."""
+        quota = self._config.quota_of(tenant)
+        if quota is None or quota.secrets is None:
+            return
+        refused = [name for name in names if name not in quota.secrets]
+        if refused:
+            allowed = ", ".join(quota.secrets) or "none"
+            asked = ", ".join(refused)
+            msg = f"tenant {tenant} may not use secret(s) {asked}; its secrets: {allowed}"
+            raise PermissionDenied(msg)
+
     def release(self, tenant: str, limits: Limits) -> None:
         usage = self._usage.get(tenant)
         if usage is None:

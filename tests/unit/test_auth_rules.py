@@ -101,6 +101,13 @@ def test_malformed_authorization_says_what_is_wrong(value, says):
     assert info.value.reason == "malformed"
 
 
+def test_a_bare_token_is_not_echoed():
+    token = "trt_0123456789ab_" + "s" * 43
+    with pytest.raises(Unauthenticated) as info:
+        bearer_token([token])
+    assert "0123456789ab" not in str(info.value) and "sss" not in str(info.value)
+
+
 def test_bearer_scheme_is_case_insensitive_and_single():
     token = "trt_" + "a" * 56
     assert bearer_token([f"bearer {token}"]) == token

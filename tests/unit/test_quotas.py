@@ -34,6 +34,16 @@ def test_permissions_are_permission_denied():
     assert q.usage("alice").sessions == 1  # refusals reserve nothing
 
 
+def test_secret_names_outside_the_table_are_permission_denied():
+    q = quotas({"alice": {"secrets": ["GITHUB_TOKEN"]}, "bob": {}})
+    q.check_secrets("alice", ["GITHUB_TOKEN"])
+    with pytest.raises(
+        PermissionDenied, match="may not use secret\\(s\\) AWS_KEY; its secrets: GITHUB"
+    ):
+        q.check_secrets("alice", ["GITHUB_TOKEN", "AWS_KEY"])
+    q.check_secrets("bob", ["ANY"])  # no secrets key: no ceiling
+
+
 def test_sums_over_live_sessions_and_release():
     q = quotas({"alice": {"max_sessions": 2, "max_memory_bytes": 3 * GiB, "max_cpus": 3}})
     one = Limits(memory_bytes=GiB, cpus=1)
