@@ -192,15 +192,15 @@ class SessionManager:
     ) -> tuple[SandboxSpec, Sandbox]:
         """A warm container when one fits, else a new one (admission checked)."""
         check_memory(self._config)
-        pool, limits, tenant = self._pool, spec.limits, spec.tenant
+        pool, limits = self._pool, spec.limits
         # Claiming a warm container moves it from the pool to the sessions:
         # the live count stays the same, so a full daemon can still serve it.
-        if pool is None or not pool.can_serve(spec.image, limits, tenant, request.labels):
+        if pool is None or not pool.can_serve(spec.image, limits, request.labels):
             self._refuse_if_full()
         self._creating += 1
         try:
             await self._ensure_reaped()
-            warm = await pool.claim(spec.image, limits, tenant, request.labels) if pool else None
+            warm = await pool.claim(spec.image, limits, request.labels) if pool else None
             if warm is not None:
                 return replace(spec, session_id=warm.session_id), warm.sandbox
             if pool is not None and self._live() > self._config.max_sessions:

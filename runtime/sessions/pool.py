@@ -23,14 +23,14 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from runtime.config import Config, Limits, PoolProfile
-from runtime.constants import DEFAULT_TENANT
 from runtime.sandbox.backend import Sandbox, SandboxBackend, SandboxSpec
 
 log = logging.getLogger(__name__)
 
-# Until authentication lands every caller is this tenant; the label is set at
-# creation, so other tenants (and requests with labels) are served cold.
-POOL_TENANT = DEFAULT_TENANT
+# Labels are fixed at creation: a warm container belongs to no tenant (it
+# carries no toolrt.tenant) and serves any; the daemon records the owner of
+# the session that claims it. Requests with labels of their own are served cold.
+POOL_TENANT = ""
 RETRY_FIRST_S = 0.5
 RETRY_MAX_S = 30.0
 
@@ -98,13 +98,11 @@ class WarmPool:
             return len(self._ready.get(key, ()))
         return sum(len(q) for q in self._ready.values())
 
-    def can_serve(self, image: str, limits: Limits, tenant: str, labels: dict[str, str]) -> bool:
-        return self._match(image, limits, tenant, labels) is not None
+    def can_serve(self, image: str, limits: Limits, labels: dict[str, str]) -> bool:
+        return self._match(image, limits, labels) is not None
 
-    def _match(
-        self, image: str, limits: Limits, tenant: str, labels: dict[str, str]
-    ) -> deque[Warm] | None:
-        if tenant != POOL_TENANT or any(not k.startswith("toolrt.") for k in labels):
+    def _match(self, image: str, limits: Limits, labels: dict[str, str]) -> deque[Warm] | None:
+        if any(not k.startswith("toolrt.") for k in labels):
             return None
         queue = self._ready.get(ProfileKey(image, limits.workspace_bytes, limits.tmp_bytes))
         return queue or None
@@ -167,11 +165,9 @@ class WarmPool:
             self._refill(key)
 
     # -- claiming -----------------------------------------------------------
-    async def claim(
-        self, image: str, limits: Limits, tenant: str, labels: dict[str, str]
-    ) -> Warm | None:
+    async def claim(self, image: str, limits: Limits, labels: dict[str, str]) -> Warm | None:
         """A ready sandbox set to `limits`, or None (then serve cold)."""
-        queue = self._match(image, limits, tenant, labels)
+        queue = self._match(image, limits, labels)
         while queue:
             warm = queue.popleft()
             self._refill(ProfileKey(image, limits.workspace_bytes, limits.tmp_bytes))

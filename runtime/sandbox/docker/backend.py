@@ -116,7 +116,8 @@ class DockerBackend:
         labels.update({k: v for k, v in spec.labels.items() if not k.startswith("toolrt.")})
         labels[LABEL_SESSION] = spec.session_id
         labels[LABEL_DAEMON] = self._config.instance
-        labels[LABEL_TENANT] = spec.tenant
+        if spec.tenant:  # warm-pool containers have none yet
+            labels[LABEL_TENANT] = spec.tenant
         return labels
 
     def _create_container(self, spec: SandboxSpec) -> str:
