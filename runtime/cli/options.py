@@ -34,14 +34,18 @@ SERVE_FLAGS: list[tuple[str, str, type, str]] = [
 ]
 
 
-def add_client_options(parser: argparse.ArgumentParser) -> None:
-    """How a command reaches the daemon: address, token, TLS (flags, else TOOLRT_* variables)."""
+def add_client_options(parser: argparse.ArgumentParser, target: bool = True) -> None:
+    """How a command reaches the daemon: address, token, TLS (flags, else TOOLRT_* variables).
+
+    `target=False` leaves `--target` to the command (`toolrt mcp`, where none means in-process).
+    """
     env = os.environ.get
-    parser.add_argument(
-        "--target",
-        default=env("TOOLRT_TARGET", DEFAULT_TARGET),
-        help=f"daemon address, host:port or unix:PATH (TOOLRT_TARGET; default {DEFAULT_TARGET})",
-    )
+    if target:
+        parser.add_argument(
+            "--target",
+            default=env("TOOLRT_TARGET", DEFAULT_TARGET),
+            help=f"daemon address: host:port or unix:PATH (TOOLRT_TARGET, else {DEFAULT_TARGET})",
+        )
     parser.add_argument(
         "--token", default=env("TOOLRT_TOKEN", ""), help="bearer token (TOOLRT_TOKEN)"
     )

@@ -9,7 +9,7 @@ import sys
 import uuid
 from typing import Any
 
-from runtime.cli.options import add_serve_flags, serve_overrides
+from runtime.cli.options import add_client_options, add_serve_flags, connect, serve_overrides
 from runtime.config import load_config
 from runtime.errors import ConfigurationError
 
@@ -46,7 +46,7 @@ def _mcp(args: argparse.Namespace) -> int:
     )
     front: ToolFront
     if args.target:
-        front = RemoteFront(args.target)
+        front = RemoteFront(connect(args))
     else:
         overrides = {
             "instance": args.instance or f"toolrt-mcp-{uuid.uuid4().hex[:12]}",
@@ -71,6 +71,7 @@ def add_commands(sub: Any) -> None:
     mcp.add_argument(
         "--target", default="", help="use a session on this running daemon (default: in-process)"
     )
+    add_client_options(mcp, target=False)  # token and TLS of --target
     mcp.add_argument("--config", help="TOML config file of the in-process core")
     mcp.add_argument("--instance", help="container label of the in-process core (default: unique)")
     mcp.add_argument("--image", help="sandbox image")

@@ -21,7 +21,7 @@ import json
 import logging
 import signal
 import uuid
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import mcp_types
 from mcp.server import Server, ServerRequestContext
@@ -31,6 +31,9 @@ from runtime.config import Config
 from runtime.constants import DEFAULT_TENANT
 from runtime.dialects import mcp as mcp_dialect
 from runtime.models import ToolCall, ToolErrorInfo, ToolResult
+
+if TYPE_CHECKING:
+    from runtime.client import Client
 
 log = logging.getLogger(__name__)
 
@@ -76,10 +79,8 @@ class LocalFront:
 class RemoteFront:
     """A session on a running daemon, through the (blocking) client SDK."""
 
-    def __init__(self, target: str) -> None:
-        from runtime.client import Client
-
-        self._client = Client(target)
+    def __init__(self, client: Client) -> None:
+        self._client = client
         self._session_id = ""
 
     async def start(self) -> None:
