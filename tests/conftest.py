@@ -15,16 +15,13 @@ the local backend, any agent process) is left.
 from __future__ import annotations
 
 import asyncio
-import os
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import docker
-import psutil
 import pytest
 
 from runtime.client import Client
@@ -35,6 +32,7 @@ from runtime.sandbox.fake import FakeBackend
 from runtime.sandbox.local import LocalBackend
 from runtime.server.app import Daemon
 from runtime.tools.registry import Registry
+from tests.helpers import agent_processes, containers_of
 
 TEST_LABEL = "toolrt.test"
 IMAGE = "toolrt-sandbox:default"
@@ -60,17 +58,6 @@ def docker_client() -> Iterator[docker.DockerClient]:
 def _engine_for_docker_tests(request: pytest.FixtureRequest) -> None:
     if request.node.get_closest_marker("docker"):
         request.getfixturevalue("docker_client")
-
-
-def containers_of(client: docker.DockerClient, instance: str) -> list[Any]:
-    filters = {"label": f"toolrt.daemon={instance}"}
-    for _ in range(10):
-        try:
-            return client.containers.list(all=True, filters=filters)
-        except docker.errors.NotFound:
-            # Listed, then removed before the SDK inspected it: list again.
-            time.sleep(0.05)
-    return client.containers.list(all=True, filters=filters)
 
 
 def config_for_test(**overrides: Any) -> Config:
@@ -115,12 +102,6 @@ def backend_named(name: str, config: Config) -> SandboxBackend | None:
     if name == "fake":
         return FakeBackend()
     return None
-
-
-def agent_processes() -> list[psutil.Process]:
-    """Local-backend sandboxes of this test process still running."""
-    children = psutil.Process(os.getpid()).children(recursive=True)
-    return [p for p in children if p.name() == "unshare"]
 
 
 def start_daemon(

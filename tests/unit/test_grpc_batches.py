@@ -16,7 +16,7 @@ from runtime.client import Client
 from runtime.sandbox.fake import Lose
 from runtime.tools.registry import Registry
 from runtime.tools.shell import SHELL
-from tests.test_execute_message import PEEK, check_reads_overlap_and_writes_wait
+from tests.checks import PEEK, check_reads_overlap_and_writes_wait
 
 SLEEP = 0.4
 STAMPS = f"date +%s.%N; sleep {SLEEP}; date +%s.%N"

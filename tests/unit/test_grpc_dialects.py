@@ -8,7 +8,7 @@ import json
 import pytest
 
 from tests import provider_types as sdk
-from tests.test_execute_message import LOOPS, replay_and_check
+from tests.checks import LOOPS, replay_and_check
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
 from runtime.agent import protocol
 from runtime.client import Client, ToolrtRpcError
 from tests import provider_types as sdk
-from tests.test_idempotency import APPEND, lines
+from tests.helpers import APPEND, lines
 
 
 @pytest.fixture

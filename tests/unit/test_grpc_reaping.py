@@ -7,9 +7,7 @@ import time
 import pytest
 
 from runtime.client import Client
-from tests.conftest import agent_processes
-from tests.test_lifecycle import wait_for
-from tests.test_session_limits import is_open
+from tests.helpers import agent_processes, is_open, wait_for
 
 
 @pytest.mark.parametrize("backend", ["local", "fake"])

@@ -9,7 +9,7 @@ import time
 import grpc
 
 from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
-from tests.test_workspace_transfer import make_tar
+from tests.helpers import make_tar
 from tests.unit.secured import status_of
 
 NOT_FOUND = grpc.StatusCode.NOT_FOUND

@@ -9,7 +9,7 @@ import grpc
 import pytest
 
 from runtime.client import ToolrtRpcError
-from tests.test_workspace_transfer import make_tar
+from tests.helpers import make_tar
 
 
 @pytest.fixture(params=["local", "fake"])

@@ -16,7 +16,7 @@ from runtime.errors import EngineUnavailable, LimitExceeded, SandboxLost
 from runtime.sandbox import local
 from runtime.sandbox.backend import ConnectedSandbox, SandboxSpec
 from runtime.sandbox.local import LocalBackend
-from tests.conftest import agent_processes
+from tests.helpers import agent_processes
 
 BASE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/workspace"}
 

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -206,8 +207,18 @@ class DockerBackend:
         return state is not None and exited_by_itself(state)
 
     def _remove_container(self, session_id: str) -> None:
+        name = container_name(session_id)
         with tolerate_gone():
-            self._docker().api.remove_container(container_name(session_id), force=True, v=True)
+            self._docker().api.remove_container(name, force=True, v=True)
+        # A removal already in progress (a reaper and a close at once) is
+        # someone else's, but "gone when destroy returns" is ours: wait for it.
+        deadline = time.monotonic() + self._config.docker_timeout_s
+        while time.monotonic() < deadline:
+            with tolerate_gone():
+                self._docker().api.inspect_container(name)
+                time.sleep(0.05)
+                continue
+            return
 
     async def _remove(self, session_id: str) -> None:
         with contextlib.suppress(EngineUnavailable, BadRequest):

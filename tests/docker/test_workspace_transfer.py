@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import stat
 import tarfile
 import time
 
@@ -12,37 +11,9 @@ import pytest
 
 from runtime.cli import main as cli_main
 from runtime.client import Client, ToolrtRpcError
-
-from .test_lifecycle import wait_for
+from tests.helpers import make_tar, wait_for
 
 pytestmark = pytest.mark.docker
-
-
-def make_tar(*members: tuple[str, str, object], gz: bool = False) -> bytes:
-    """members: (name, kind, payload) with kind file/dir/symlink/hardlink/chr/fifo/setuid."""
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz" if gz else "w") as tar:
-        for name, kind, payload in members:
-            info = tarfile.TarInfo(name)
-            info.mode = 0o644
-            data = b""
-            if kind in ("file", "setuid"):
-                data = payload if isinstance(payload, bytes) else str(payload).encode()
-                info.size = len(data)
-                if kind == "setuid":
-                    info.mode = 0o755 | stat.S_ISUID
-            elif kind == "dir":
-                info.type, info.mode = tarfile.DIRTYPE, 0o755
-            elif kind == "symlink":
-                info.type, info.linkname = tarfile.SYMTYPE, str(payload)
-            elif kind == "hardlink":
-                info.type, info.linkname = tarfile.LNKTYPE, str(payload)
-            elif kind == "chr":
-                info.type, info.devmajor, info.devminor = tarfile.CHRTYPE, 1, 3
-            elif kind == "fifo":
-                info.type = tarfile.FIFOTYPE
-            tar.addfile(info, io.BytesIO(data) if data else None)
-    return buffer.getvalue()
 
 
 def tree(session) -> str:

@@ -17,9 +17,9 @@ import grpc
 import pytest
 
 from runtime.client import Client, ToolrtRpcError
+from tests.helpers import containers_of, wait_for
 
-from .conftest import containers_of
-from .test_lifecycle import free_port, wait_for
+from .test_lifecycle import free_port
 
 pytestmark = pytest.mark.docker
 

@@ -12,15 +12,15 @@ import pytest
 from openai.types.responses import ResponseInputParam
 from pydantic import TypeAdapter
 
-from examples import _story, anthropic_loop, gemini_loop, openai_loop
+from examples import _story
 from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
 from runtime.client import ToolrtRpcError
 from runtime.dialects.registry import DIALECTS
-from runtime.tools.base import Tool
 from runtime.tools.registry import Registry
-from runtime.tools.shell import SHELL, ShellArgs, run_shell
+from runtime.tools.shell import SHELL
 from tests import provider_types as sdk
-from tests.conftest import containers_of
+from tests.checks import LOOPS, PEEK, STAMPS, check_reads_overlap_and_writes_wait, replay_and_check
+from tests.helpers import containers_of
 
 pytestmark = pytest.mark.docker
 
@@ -42,55 +42,9 @@ def test_unknown_dialect_is_invalid_argument(client):
     )
 
 
-# -- the examples' loops, replaying a recorded task end to end ---------------
-def payloads(dialect: str, conversation: list[Any]) -> dict[str, Any]:
-    """Every tool result in a conversation: call id → (payload, is_error)."""
-    found: dict[str, Any] = {}
-    for message in conversation:
-        if not isinstance(message, dict):
-            continue  # an SDK object the loop kept as is (a Gemini model turn)
-        if dialect == "anthropic" and message["role"] == "user":
-            for block in message["content"] if isinstance(message["content"], list) else []:
-                found[block["tool_use_id"]] = json.loads(block["content"]), block.get("is_error")
-        elif dialect == "openai" and message["role"] == "tool":
-            found[message["tool_call_id"]] = json.loads(message["content"]), None
-        elif dialect == "gemini" and message["role"] == "user":
-            for part in message["parts"]:
-                if "functionResponse" in part:
-                    response = part["functionResponse"]
-                    found[response["id"]] = response["response"], "error" in response["response"]
-    return found
-
-
-LOOPS = {"anthropic": anthropic_loop, "openai": openai_loop, "gemini": gemini_loop}
-PREFIX = {"anthropic": "toolu_", "openai": "call_", "gemini": "fc_"}
-
-
 @pytest.mark.parametrize("dialect", sorted(LOOPS))
 def test_example_loop_replays_a_multi_turn_task(session, dialect):
     replay_and_check(session, dialect)
-
-
-def replay_and_check(session: Any, dialect: str) -> None:
-    """The example loop of `dialect` replays the recorded task in `session`."""
-    loop = LOOPS[dialect]
-    conversation = loop.agent_loop(session, loop.replay(), _story.TASK)
-    results = payloads(dialect, conversation)
-    p = PREFIX[dialect]
-    assert sorted(results) == sorted(f"{p}{i}" for i in "12345")
-    listing, _ = results[f"{p}1"]
-    assert listing.get("output", listing)["stdout"] == "calc.py\n"
-    added, _ = results[f"{p}3"]
-    assert added.get("output", added)["stdout"] == "5\n"  # state carried across turns
-    bad, bad_is_error = results[f"{p}4"]
-    assert bad["error"]["code"] == "INVALID_ARGUMENTS" and "/command" in bad["error"]["message"]
-    unknown, _ = results[f"{p}5"]
-    assert unknown["error"]["code"] == "UNKNOWN_TOOL"
-    assert "available tools: shell" in unknown["error"]["message"]
-    if dialect == "anthropic":
-        assert bad_is_error is True
-    last = conversation[-1]
-    assert _story.FINAL in json.dumps(last if isinstance(last, dict) else last.model_dump())
 
 
 def test_openai_responses_transcript(session):
@@ -165,46 +119,9 @@ def test_bad_messages_are_invalid_argument_and_the_daemon_keeps_serving(client, 
     assert session.shell("echo still").output["stdout"] == "still\n"
 
 
-# -- batches ----------------------------------------------------------------
-# A read-only tool for the test: the shell, marked read-only, so that two
-# calls of one batch can show they overlap inside the sandbox.
-PEEK = Tool(
-    name="peek", description="Read-only shell.", arguments=ShellArgs, run=run_shell, read_only=True
-)
-STAMPS = "date +%s.%N; sleep 1.5; date +%s.%N"
-
-
-def spans(results: list[Any]) -> list[tuple[float, float]]:
-    return [tuple(map(float, r.output["stdout"].split())) for r in results]  # type: ignore[misc]
-
-
 def test_read_only_calls_overlap_and_side_effects_run_one_at_a_time(make_daemon):
     running = make_daemon(registry=Registry([SHELL, PEEK]))
     check_reads_overlap_and_writes_wait(running.target, STAMPS)
-
-
-def check_reads_overlap_and_writes_wait(target: str, stamps: str) -> None:
-    """A batch of peeks and shells on a daemon serving both: each `stamps`
-    command prints when it started and ended."""
-    from runtime.client import Client
-
-    with Client(target) as client, client.session() as session:
-        message = [
-            {"id": "r1", "name": "peek", "arguments": {"command": stamps}},
-            {"id": "r2", "name": "peek", "arguments": {"command": stamps}},
-            {"id": "bad", "name": "peek", "arguments": {"command": ""}},
-            {"id": "w1", "name": "shell", "arguments": {"command": stamps}},
-            {"id": "w2", "name": "shell", "arguments": {"command": stamps}},
-            {"id": "r3", "name": "peek", "arguments": {"command": "date +%s.%N"}},
-        ]
-        _, results = session.execute_message("neutral", message)
-    assert [r.call_id for r in results] == ["r1", "r2", "bad", "w1", "w2", "r3"]
-    assert results[2].error_code == "INVALID_ARGUMENTS"  # and the others still ran
-    (r1, r2), (w1, w2) = spans(results[:2]), spans(results[3:5])
-    assert r2[0] < r1[1] and r1[0] < r2[1]  # the two reads overlapped
-    assert max(r1[1], r2[1]) <= w1[0]  # the write waited for the reads before it
-    assert w1[1] <= w2[0]  # writes one at a time, in call order
-    assert w2[1] <= float(results[5].output["stdout"])  # a later read saw the writes done
 
 
 def test_a_replayed_message_never_runs_twice(session):

@@ -6,8 +6,7 @@ import pytest
 
 from runtime.auth.tokens import create_token
 from runtime.client import Client
-
-from .conftest import containers_of
+from tests.helpers import containers_of
 
 pytestmark = pytest.mark.docker
 

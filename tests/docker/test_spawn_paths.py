@@ -10,7 +10,7 @@ import pytest
 
 from runtime.agent import procs
 from runtime.client import Client
-from tests.test_shell import user_processes
+from tests.helpers import user_processes
 
 pytestmark = pytest.mark.docker
 

@@ -19,20 +19,10 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
 from runtime.client import Client, ToolrtRpcError
-
-from .conftest import TEST_LABEL, containers_of
+from tests.conftest import TEST_LABEL
+from tests.helpers import containers_of, wait_for
 
 pytestmark = pytest.mark.docker
-
-
-def wait_for(predicate, timeout: float = 20.0, interval: float = 0.1):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    pytest.fail("condition not reached in time")
 
 
 def test_get_list_close_and_close_again(client, docker_client):

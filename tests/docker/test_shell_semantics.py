@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from tests.test_shell import user_processes
+from tests.helpers import user_processes
 
 pytestmark = pytest.mark.docker
 

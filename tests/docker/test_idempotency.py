@@ -11,16 +11,9 @@ import pytest
 
 from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
 from runtime.client import ToolrtRpcError
+from tests.helpers import APPEND, lines
 
 pytestmark = pytest.mark.docker
-
-APPEND = "echo line >> /workspace/log"
-
-
-def lines(session) -> int:
-    result = session.shell("cat /workspace/log 2>/dev/null | wc -l")
-    assert result.ok
-    return int(result.output["stdout"])
 
 
 def test_a_repeated_id_returns_the_first_result_without_running_again(session):

@@ -9,12 +9,10 @@ import uuid
 import grpc
 import psutil
 import pytest
-from pydantic import ValidationError
 
 from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
 from runtime.client import ToolrtRpcError
 from runtime.client.sdk import Result
-from runtime.config import Config, Limits, PoolProfile
 
 MiB = 1 << 20
 
@@ -79,11 +77,3 @@ def test_a_workspace_that_could_fill_the_memory_is_refused_at_creation(client):
     # The same sizes with enough memory are fine.
     with client.session(limits={"workspace_bytes": 400 * MiB, "memory_bytes": 1024 * MiB}) as ok:
         assert ok.shell("true").ok
-
-
-def test_config_refuses_defaults_and_pool_profiles_whose_tmpfs_fills_the_memory():
-    with pytest.raises(ValidationError, match="defaults: workspace_bytes"):
-        Config(defaults=Limits(workspace_bytes=500 * MiB))
-    with pytest.raises(ValidationError, match=r"pool_profiles\[1\]"):
-        Config(pool_profiles=[PoolProfile(), PoolProfile(tmp_bytes=400 * MiB)])
-    assert Config(defaults=Limits(memory_bytes=2048 * MiB, workspace_bytes=1024 * MiB))

@@ -9,9 +9,8 @@ import grpc
 import pytest
 
 from runtime.client import Client, ToolrtRpcError
-
-from .conftest import config_for_test, containers_of
-from .test_lifecycle import wait_for
+from tests.conftest import config_for_test
+from tests.helpers import containers_of, wait_for
 
 pytestmark = pytest.mark.docker
 

@@ -10,21 +10,9 @@ import grpc
 import pytest
 
 from runtime.client import Client, ToolrtRpcError
-
-from .conftest import containers_of
-from .test_lifecycle import wait_for
+from tests.helpers import containers_of, is_open, wait_for
 
 pytestmark = pytest.mark.docker
-
-
-def is_open(client: Client, session_id: str) -> bool:
-    try:
-        client.get_session(session_id)
-    except ToolrtRpcError as exc:
-        if exc.code != grpc.StatusCode.NOT_FOUND:
-            raise
-        return False
-    return True
 
 
 def container_gone(docker_client: docker.DockerClient, session_id: str) -> bool:

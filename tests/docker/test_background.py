@@ -8,7 +8,7 @@ import json
 import pytest
 
 from runtime.client import Client
-from tests.test_shell import user_processes
+from tests.helpers import user_processes
 
 pytestmark = pytest.mark.docker
 

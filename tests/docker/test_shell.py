@@ -10,14 +10,9 @@ import psutil
 import pytest
 
 from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
+from tests.helpers import user_processes
 
 pytestmark = pytest.mark.docker
-
-
-def user_processes(docker_client, session_id: str) -> list[str]:
-    """Commands of processes in the sandbox other than the agent itself."""
-    top = docker_client.containers.get(f"toolrt-{session_id}").top(ps_args="-eo pid,ppid,user,args")
-    return [" ".join(p[3:]) for p in top["Processes"] if "/opt/toolrt/" not in " ".join(p)]
 
 
 def test_result_is_tied_to_the_call_id_and_carries_exit_code(session):

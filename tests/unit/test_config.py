@@ -11,13 +11,13 @@ from pydantic import BaseModel, ValidationError
 
 from runtime.cli import build_parser
 from runtime.cli.options import parse_size, serve_overrides, session_fields
-from runtime.config import Config, Limits, TenantQuota, load_config
+from runtime.config import Config, Limits, PoolProfile, TenantQuota, load_config
 from runtime.errors import AdmissionRefused
 from runtime.sessions.admission import check_memory
 from runtime.sessions.reaper import clamp_window, expiry_reason
 from runtime.sessions.session import CLOSING, Allowlist, Session
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "toolrt.example.toml"
+EXAMPLE = Path(__file__).resolve().parents[2] / "toolrt.example.toml"
 
 
 def keys_of(model: type[BaseModel], prefix: str = "") -> set[str]:
@@ -192,3 +192,14 @@ def test_memory_floor():
     with pytest.raises(AdmissionRefused, match="512 MiB of memory available.*1024 MiB"):
         check_memory(config, lambda: 512 << 20)
     check_memory(Config(min_available_memory_bytes=0), lambda: 0)
+
+
+MiB = 1 << 20
+
+
+def test_config_refuses_defaults_and_pool_profiles_whose_tmpfs_fills_the_memory():
+    with pytest.raises(ValidationError, match="defaults: workspace_bytes"):
+        Config(defaults=Limits(workspace_bytes=500 * MiB))
+    with pytest.raises(ValidationError, match=r"pool_profiles\[1\]"):
+        Config(pool_profiles=[PoolProfile(), PoolProfile(tmp_bytes=400 * MiB)])
+    assert Config(defaults=Limits(memory_bytes=2048 * MiB, workspace_bytes=1024 * MiB))

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
-from tests.conftest import containers_of
+from tests.helpers import containers_of
 
 pytestmark = pytest.mark.docker
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 async def mcp_conversation(args: list[str], errlog: Any, during: Any) -> dict[str, Any]:

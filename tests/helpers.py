@@ -1,0 +1,96 @@
+"""Helpers shared by the unit and Docker suites (no fixtures: those are in conftest.py)."""
+
+from __future__ import annotations
+
+import io
+import os
+import stat
+import tarfile
+import time
+from typing import Any
+
+import docker
+import grpc
+import psutil
+import pytest
+
+from runtime.client import Client, ToolrtRpcError
+
+
+def containers_of(client: docker.DockerClient, instance: str) -> list[Any]:
+    filters = {"label": f"toolrt.daemon={instance}"}
+    for _ in range(10):
+        try:
+            return client.containers.list(all=True, filters=filters)
+        except docker.errors.NotFound:
+            # Listed, then removed before the SDK inspected it: list again.
+            time.sleep(0.05)
+    return client.containers.list(all=True, filters=filters)
+
+
+def agent_processes() -> list[psutil.Process]:
+    """Local-backend sandboxes of this test process still running."""
+    children = psutil.Process(os.getpid()).children(recursive=True)
+    return [p for p in children if p.name() == "unshare"]
+
+
+def user_processes(docker_client, session_id: str) -> list[str]:
+    """Commands of processes in the sandbox other than the agent itself."""
+    top = docker_client.containers.get(f"toolrt-{session_id}").top(ps_args="-eo pid,ppid,user,args")
+    return [" ".join(p[3:]) for p in top["Processes"] if "/opt/toolrt/" not in " ".join(p)]
+
+
+def make_tar(*members: tuple[str, str, object], gz: bool = False) -> bytes:
+    """members: (name, kind, payload) with kind file/dir/symlink/hardlink/chr/fifo/setuid."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz" if gz else "w") as tar:
+        for name, kind, payload in members:
+            info = tarfile.TarInfo(name)
+            info.mode = 0o644
+            data = b""
+            if kind in ("file", "setuid"):
+                data = payload if isinstance(payload, bytes) else str(payload).encode()
+                info.size = len(data)
+                if kind == "setuid":
+                    info.mode = 0o755 | stat.S_ISUID
+            elif kind == "dir":
+                info.type, info.mode = tarfile.DIRTYPE, 0o755
+            elif kind == "symlink":
+                info.type, info.linkname = tarfile.SYMTYPE, str(payload)
+            elif kind == "hardlink":
+                info.type, info.linkname = tarfile.LNKTYPE, str(payload)
+            elif kind == "chr":
+                info.type, info.devmajor, info.devminor = tarfile.CHRTYPE, 1, 3
+            elif kind == "fifo":
+                info.type = tarfile.FIFOTYPE
+            tar.addfile(info, io.BytesIO(data) if data else None)
+    return buffer.getvalue()
+
+
+APPEND = "echo line >> /workspace/log"
+
+
+def lines(session) -> int:
+    result = session.shell("cat /workspace/log 2>/dev/null | wc -l")
+    assert result.ok
+    return int(result.output["stdout"])
+
+
+def wait_for(predicate, timeout: float = 20.0, interval: float = 0.1):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    pytest.fail("condition not reached in time")
+
+
+def is_open(client: Client, session_id: str) -> bool:
+    try:
+        client.get_session(session_id)
+    except ToolrtRpcError as exc:
+        if exc.code != grpc.StatusCode.NOT_FOUND:
+            raise
+        return False
+    return True
