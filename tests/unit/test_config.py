@@ -178,9 +178,9 @@ def test_expiry_rules():
     assert fresh.expires_at == pytest.approx(fresh.created_at + 100)
     assert expiry_reason(fresh, wall, mono) is None
     assert "lifetime" in expiry_reason(fresh, fresh.expires_at, mono)
-    assert "idle" in expiry_reason(fresh, wall, mono + 10)
+    assert "idle" in expiry_reason(fresh, wall, mono + 10.5)
     fresh.active_calls = 1  # a running call is activity
-    assert expiry_reason(fresh, wall, mono + 10) is None
+    assert expiry_reason(fresh, wall, mono + 10.5) is None
     assert expiry_reason(make_session(last_used=mono - 10**6), wall + 10**6, mono) is None
     closing = make_session(ttl_seconds=1, state=CLOSING)
     assert expiry_reason(closing, wall + 100, mono) is None
