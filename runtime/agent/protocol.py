@@ -17,6 +17,13 @@ and the results it holds unacknowledged (keyed by call id). The magic lets
 a decoder that lost its place (half a frame from a daemon that died
 mid-write) find the next frame: `Decoder.resync()` drops what it buffered.
 A frame whose epoch is not the current one is stale and is dropped.
+
+An archive moves into the sandbox in chunks under flow control: an Extract
+is followed by the daemon's ArchiveChunk frames (the last marked `end`),
+each carrying the Extract's request id. The daemon starts with a window of
+`window` chunks and sends another only for each Credit the agent grants
+back as it takes a chunk in, so neither side holds more than a window of
+the archive, whatever its size.
 """
 
 from __future__ import annotations
@@ -34,7 +41,8 @@ PREFIX = struct.Struct(">4sII")
 # daemon caps file sizes and output far below it.
 MAX_HEADER = 1 << 20
 MAX_BODY = 256 << 20
-VERSION = 2
+# 3: archives stream into the sandbox as ArchiveChunk frames under Credit flow control.
+VERSION = 3
 
 # Error codes the agent answers with (`Failure.code`); the daemon maps them
 # to its tool failures in runtime/sandbox/agent_client.py.
@@ -46,6 +54,10 @@ TIMEOUT = "TIMEOUT"
 INTERNAL = "INTERNAL"
 # How long a file or archive operation may run unless its request says.
 FILE_OP_SECONDS = 60.0
+# Archives travel in chunks of at most CHUNK_BYTES, at most WINDOW_CHUNKS of
+# them sent and not yet credited back by the receiver.
+CHUNK_BYTES = 1 << 20
+WINDOW_CHUNKS = 4
 
 
 class FrameError(ValueError):
@@ -337,11 +349,14 @@ class Listing(Message):
 
 @dataclasses.dataclass
 class Extract(Message):
-    """Unpack the body (a tar archive) below `dest`, all or nothing."""
+    """Unpack a tar archive below `dest`, all or nothing, in one pass as it
+    arrives: the daemon's ArchiveChunk frames of this request, at most
+    `window` of them ahead of the agent's Credits."""
 
     OP: ClassVar[str] = "extract"
     dest: str = "/workspace"
     deadline_s: float = FILE_OP_SECONDS
+    window: int = WINDOW_CHUNKS
 
 
 @dataclasses.dataclass
@@ -356,7 +371,21 @@ class Archive(Message):
 
 @dataclasses.dataclass
 class ArchiveChunk(Message):
+    """A piece of a transfer's archive (the body, at most CHUNK_BYTES): from
+    the agent for an Archive, from the daemon for an Extract (`end` on the
+    last one, which may be empty)."""
+
     OP: ClassVar[str] = "data"
+    end: bool = False
+
+
+@dataclasses.dataclass
+class Credit(Message):
+    """Room for `chunks` more ArchiveChunks of an Extract, granted by the agent
+    as it takes chunks in."""
+
+    OP: ClassVar[str] = "credit"
+    chunks: int = 1
 
 
 @dataclasses.dataclass
@@ -399,7 +428,9 @@ REPLIES: Tuple[Type[Message], ...] = (
     Listing,
     Transferred,
 )
-EVENTS: Tuple[Type[Message], ...] = (Output, ArchiveChunk)
+# Frames of a running request before its reply; an Extract's chunks go the
+# other way, to the agent.
+EVENTS: Tuple[Type[Message], ...] = (Output, ArchiveChunk, Credit)
 BY_OP: Dict[str, Type[Message]] = {m.OP: m for m in REQUESTS + REPLIES + EVENTS}
 
 M = TypeVar("M", bound=Message)

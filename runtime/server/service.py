@@ -132,8 +132,9 @@ class ToolRuntimeService(pb_grpc.ToolRuntimeServicer):
     async def UploadFiles(
         self, request_iterator: AsyncIterator[pb.UploadFilesRequest], context: Any
     ) -> pb.UploadFilesResponse:
-        session_id, dest, data = await convert.upload_from_pb(request_iterator)
-        files, size = await self._transfers.upload(tenant_of(context), session_id, dest, data)
+        session_id, dest, chunks = await convert.upload_from_pb(request_iterator)
+        async with contextlib.aclosing(chunks):
+            files, size = await self._transfers.upload(tenant_of(context), session_id, dest, chunks)
         return pb.UploadFilesResponse(files=files, bytes=size)
 
     async def DownloadFiles(
