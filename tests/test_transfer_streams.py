@@ -1,9 +1,10 @@
-"""Uploads stream through the daemon with bounded memory.
+"""Uploads and downloads stream through the daemon with bounded memory.
 
-An upload used to be gathered whole before its session was even looked up.
-It now travels in chunks under flow control (credits the agent grants as it
-takes chunks in), so the daemon's memory stays flat whatever the archive's
-size.
+An upload used to be gathered whole before its session was even looked up,
+and a download queued whatever the agent produced, however slowly the
+client read it. Both now travel in chunks under flow control (credits the
+agent and the daemon grant each other), so the daemon's memory stays flat
+whatever the archive's size or the client's speed.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import io
 import lzma
 import tarfile
 import threading
+import time
 from collections.abc import AsyncIterator, Iterator
 
 import grpc
@@ -148,6 +150,39 @@ def test_an_upload_goes_out_a_window_ahead_of_the_agents_credits():
     assert ops == ["extract"] + ["data"] * 11
 
 
+async def download_under_flow_control() -> None:
+    pipe = Pipe()
+    connection = AgentConnection("test", pipe, pipe, epoch=1)
+    connection.start()
+    chunks = AgentClient(connection).archive(["/workspace"], max_bytes=1 << 30)
+    first = asyncio.ensure_future(chunks.__anext__())
+    await settle()
+    [request] = sent_frames(pipe)
+    assert request.as_type(protocol.Archive).window == WINDOW
+    for index in range(WINDOW):
+        chunk = protocol.encode(protocol.ArchiveChunk(), request.request_id, 1, bytes([index]))
+        pipe.replies.put_nowait(chunk)
+    assert await asyncio.wait_for(first, 5) == b"\x00"
+    await settle()
+    # Taking the first chunk grants nothing yet: the caller has not asked again.
+    assert [f.op for f in sent_frames(pipe)] == ["archive"]
+    assert await chunks.__anext__() == b"\x01"
+    assert [f.op for f in sent_frames(pipe)] == ["archive", "credit"]
+    # An agent that sends more than its credits broke the protocol.
+    for _ in range(WINDOW):
+        chunk = protocol.encode(protocol.ArchiveChunk(), request.request_id, 1, b"x")
+        pipe.replies.put_nowait(chunk)
+    await settle()
+    with pytest.raises(Exception, match="SANDBOX_LOST|broke protocol"):
+        async for _ in chunks:
+            pass
+    connection.close()
+
+
+def test_a_download_is_credited_one_chunk_at_a_time_as_the_caller_takes_them():
+    asyncio.run(download_under_flow_control())
+
+
 # -- through the daemon, with the real engine --------------------------------
 
 
@@ -269,3 +304,26 @@ def test_a_streamed_upload_that_breaks_midway_changes_nothing(client):
         assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert "'..'" in (info.value.details() or "")
         assert session.shell("ls -A /workspace").output["stdout"] == ""
+
+
+@pytest.mark.docker
+def test_slow_downloads_of_a_huge_sparse_file_keep_the_daemon_flat(client):
+    with client.session() as session:
+        made = session.shell("head -c 4096 /dev/urandom > big && truncate -s 64G big")
+        assert made.ok and made.output["exit_code"] == 0, made
+        request = pb.DownloadFilesRequest(session_id=session.id, paths=["/workspace/big"])
+        streams = [client.stub.DownloadFiles(request, timeout=120) for _ in range(2)]
+        try:
+            with PeakRss() as rss:
+                # A slow reader: one chunk now and then.
+                for _ in range(4):
+                    for stream in streams:
+                        assert next(stream).tar
+                    time.sleep(1)
+            # Each would otherwise have queued up to twice the workspace size.
+            assert rss.growth < 64 * MiB, f"the daemon grew by {rss.growth / MiB:.0f} MiB"
+        finally:
+            for stream in streams:
+                stream.cancel()
+        # The archive threads stop with their streams; the session carries on.
+        assert session.shell("echo fine").output["stdout"] == "fine\n"

@@ -5,8 +5,8 @@ thread), within a Budget (budget.py), and answers exactly once; the
 selector loop never runs one, so however long a read, a listing or an
 archive takes, every other request of the session is still served and
 every command's deadline still kept. Replies from these threads go
-through the agent's locked `send`. Archives stream in under flow control
-(flow.py): the loop only hands the chunks to the extraction thread.
+through the agent's locked `send`. Archives stream under flow control
+(flow.py): the loop only hands chunks and credits to the transfer's thread.
 
 Stdlib only, Python >= 3.9 (runs inside sandboxes).
 """
@@ -108,7 +108,11 @@ def op_extract(agent: Agent, rid: int, request: protocol.Extract, body: bytes) -
 
 @operation(protocol.Archive)
 def op_archive(agent: Agent, rid: int, request: protocol.Archive, body: bytes) -> None:
+    outflow = flow.Outflow(request.window)
+    agent.flows[rid] = outflow
+
     def emit(chunk: bytes) -> None:
+        outflow.spend()
         agent.send(protocol.ArchiveChunk(), rid, chunk)
 
     def run() -> Tuple[protocol.Message, bytes]:
@@ -123,5 +127,12 @@ def op_archive(agent: Agent, rid: int, request: protocol.Archive, body: bytes) -
 def op_chunk(agent: Agent, rid: int, request: protocol.ArchiveChunk, body: bytes) -> None:
     """A chunk of an Extract's archive; none answers (the Extract's reply does)."""
     inflow = agent.flows.get(rid)
-    if inflow is not None:
+    if isinstance(inflow, flow.Inflow):
         inflow.put(body, request.end)
+
+
+@operation(protocol.Credit)
+def op_credit(agent: Agent, rid: int, request: protocol.Credit, body: bytes) -> None:
+    outflow = agent.flows.get(rid)
+    if isinstance(outflow, flow.Outflow):
+        outflow.grant(request.chunks)

@@ -1,11 +1,13 @@
 """One transfer's chunks and credits, between the agent's loop and the
-thread that unpacks the archive (protocol.py: flow control).
+thread that packs or unpacks the archive (protocol.py: flow control).
 
 Inflow (an Extract): the loop puts each ArchiveChunk the daemon sends; the
 extraction thread reads them as a file and grants a Credit for each chunk
-it takes, so at most `window` chunks ever wait here. Every wait checks the
-operation's budget, so a transfer whose peer went quiet ends at its
-deadline, or at once when cancelled.
+it takes, so at most `window` chunks ever wait here. Outflow (an Archive):
+the packing thread spends a credit on every chunk it sends and waits for
+more while the daemon has none to give; the loop adds the daemon's Credits.
+Every wait checks the operation's budget, so a transfer whose peer went
+quiet ends at its deadline, or at once when cancelled.
 
 Stdlib only, Python >= 3.9 (runs inside sandboxes).
 """
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 import collections
 import threading
-from typing import Callable, Deque
+from typing import Callable, Deque, Union
 
 from . import budget
 from .files import FileOpError
@@ -82,4 +84,26 @@ class Inflow:
         return True
 
 
-Flow = Inflow
+class Outflow:
+    """An Archive's credits: chunks the daemon has room for."""
+
+    def __init__(self, window: int) -> None:
+        self._ready = threading.Condition()
+        self._credits = max(1, window)
+
+    def grant(self, chunks: int) -> None:
+        """The loop's side: the daemon took `chunks` more."""
+        with self._ready:
+            self._credits += max(0, chunks)
+            self._ready.notify()
+
+    def spend(self) -> None:
+        """The thread's side: one credit, waiting for the daemon to grant it."""
+        with self._ready:
+            while self._credits <= 0:
+                budget.check("waiting for the daemon to take the archive's chunks")
+                self._ready.wait(POLL_S)
+            self._credits -= 1
+
+
+Flow = Union[Inflow, Outflow]

@@ -18,12 +18,13 @@ a decoder that lost its place (half a frame from a daemon that died
 mid-write) find the next frame: `Decoder.resync()` drops what it buffered.
 A frame whose epoch is not the current one is stale and is dropped.
 
-An archive moves into the sandbox in chunks under flow control: an Extract
-is followed by the daemon's ArchiveChunk frames (the last marked `end`),
-each carrying the Extract's request id. The daemon starts with a window of
-`window` chunks and sends another only for each Credit the agent grants
-back as it takes a chunk in, so neither side holds more than a window of
-the archive, whatever its size.
+Archives move in chunks under flow control, in both directions: an Extract
+is followed by the daemon's ArchiveChunk frames (the last marked `end`), an
+Archive is answered by the agent's; each frame carries the transfer's
+request id. The sender starts with a window of `window` chunks and sends
+another only for each Credit its receiver grants back as it takes a chunk
+in, so neither side ever holds more than a window of a transfer, whatever
+the archive's size or the reader's speed.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ PREFIX = struct.Struct(">4sII")
 # daemon caps file sizes and output far below it.
 MAX_HEADER = 1 << 20
 MAX_BODY = 256 << 20
-# 3: archives stream into the sandbox as ArchiveChunk frames under Credit flow control.
+# 3: archives stream as ArchiveChunk frames under Credit flow control.
 VERSION = 3
 
 # Error codes the agent answers with (`Failure.code`); the daemon maps them
@@ -361,12 +362,14 @@ class Extract(Message):
 
 @dataclasses.dataclass
 class Archive(Message):
-    """Tar `paths`, streamed as ArchiveChunk events."""
+    """Tar `paths`, streamed as ArchiveChunk events, at most `window` of them
+    ahead of the daemon's Credits."""
 
     OP: ClassVar[str] = "archive"
     paths: List[str] = dataclasses.field(default_factory=list)
     max_bytes: int = 1 << 34
     deadline_s: float = FILE_OP_SECONDS
+    window: int = WINDOW_CHUNKS
 
 
 @dataclasses.dataclass
@@ -381,8 +384,8 @@ class ArchiveChunk(Message):
 
 @dataclasses.dataclass
 class Credit(Message):
-    """Room for `chunks` more ArchiveChunks of an Extract, granted by the agent
-    as it takes chunks in."""
+    """Room for `chunks` more ArchiveChunks of the transfer, granted by the side
+    that receives them as it takes chunks in."""
 
     OP: ClassVar[str] = "credit"
     chunks: int = 1
@@ -428,8 +431,8 @@ REPLIES: Tuple[Type[Message], ...] = (
     Listing,
     Transferred,
 )
-# Frames of a running request before its reply; an Extract's chunks go the
-# other way, to the agent.
+# Frames of a running request before its reply; a transfer's chunks and
+# credits go both ways.
 EVENTS: Tuple[Type[Message], ...] = (Output, ArchiveChunk, Credit)
 BY_OP: Dict[str, Type[Message]] = {m.OP: m for m in REQUESTS + REPLIES + EVENTS}
 

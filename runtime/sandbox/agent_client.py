@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterable, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterable, Awaitable, Callable
 from typing import TypeVar
 
 from runtime.agent import protocol
@@ -86,6 +86,7 @@ class AgentClient:
         on_event: Callable[[protocol.Frame], None] | None = None,
         within_s: float = protocol.FILE_OP_SECONDS + ANSWER_MARGIN_S,
         feed: Feed | None = None,
+        request_id: int | None = None,
     ) -> tuple[R, bytes]:
         """One request; its typed reply and body, or the failure it ended in.
 
@@ -95,7 +96,8 @@ class AgentClient:
         what the request started. `feed` sends the frames that follow the
         request until it is answered.
         """
-        request_id = self.channel.next_id()
+        if request_id is None:
+            request_id = self.channel.next_id()
         try:
             frame = await asyncio.wait_for(
                 self._exchange(message, body, on_event, request_id, feed), within_s
@@ -262,21 +264,57 @@ class AgentClient:
         return reply
 
     async def archive(
-        self,
-        paths: list[str],
-        max_bytes: int,
-        on_chunk: Callable[[bytes], None],
-        deadline_s: float = TRANSFER_SECONDS,
-    ) -> protocol.Transferred:
-        """Tar `paths`; each chunk of the archive goes to `on_chunk` as it comes."""
+        self, paths: list[str], max_bytes: int, deadline_s: float = TRANSFER_SECONDS
+    ) -> AsyncGenerator[bytes, None]:
+        """Tar `paths`: the archive's chunks, as the caller takes them.
+
+        The agent sends a window of chunks ahead, then one more for each
+        credit, and a credit goes back only when the caller asks for the
+        next chunk: a slow reader holds the agent back, and what waits here
+        is at most a window, whatever the archive's size.
+        """
+        window = protocol.WINDOW_CHUNKS
+        arrived: asyncio.Queue[bytes] = asyncio.Queue()
 
         def on_event(frame: protocol.Frame) -> None:
-            if frame.op == protocol.ArchiveChunk.OP:
-                on_chunk(frame.body)
+            if frame.op != protocol.ArchiveChunk.OP:
+                return
+            if arrived.qsize() >= window:
+                msg = f"the agent sent more than the {window} chunks it had credit for"
+                raise protocol.FrameError(msg)
+            arrived.put_nowait(frame.body)
 
-        request = protocol.Archive(paths=paths, max_bytes=max_bytes, deadline_s=deadline_s)
-        within = deadline_s + ANSWER_MARGIN_S
-        reply, _ = await self._call(
-            request, protocol.Transferred, on_event=on_event, within_s=within
+        request_id = self.channel.next_id()
+        request = protocol.Archive(
+            paths=paths, max_bytes=max_bytes, deadline_s=deadline_s, window=window
         )
-        return reply
+        call = asyncio.ensure_future(
+            self._call(
+                request,
+                protocol.Transferred,
+                on_event=on_event,
+                within_s=deadline_s + ANSWER_MARGIN_S,
+                request_id=request_id,
+            )
+        )
+        try:
+            while not (call.done() and arrived.empty()):
+                if arrived.empty():
+                    getter = asyncio.ensure_future(arrived.get())
+                    await asyncio.wait({getter, call}, return_when=asyncio.FIRST_COMPLETED)
+                    if not getter.done():
+                        getter.cancel()
+                        continue
+                    chunk = getter.result()
+                else:
+                    chunk = arrived.get_nowait()
+                yield chunk
+                # The caller asks for more: the agent may send one more.
+                if not call.done():
+                    await self.channel.send(protocol.Credit(chunks=1), request_id)
+            call.result()
+        finally:
+            if not call.done():
+                call.cancel()
+                with contextlib.suppress(BaseException):
+                    await call

@@ -7,12 +7,12 @@ stages the archive so a refusal changes nothing. These are operator RPCs,
 not model tools: failures end the RPC (INVALID_ARGUMENT) rather than
 becoming a ToolResult.
 
-Uploads stream through the daemon under flow control (the agent protocol's
-chunks and credits): the session is looked up before anything past the
-first message is read, and an upload holds a window of chunks at a time,
-whatever the archive's size. At most `max_streaming` uploads move data at
-once; the others wait their turn, so the daemon's memory for them is
-bounded in total too.
+Archives stream through the daemon under flow control (the agent protocol's
+chunks and credits): an upload's session is looked up before anything past
+its first message is read, and each transfer holds a window of chunks at a
+time, whatever the archive's size or the client's speed. At most
+`max_streaming` transfers move data at once; the others wait their turn, so
+the daemon's memory for transfers is bounded in total too.
 
 A transfer is session activity like a call: the idle reaper leaves the
 session alone while one runs. A transfer that finds the sandbox gone closes
@@ -33,7 +33,7 @@ from runtime.sessions.session import Session
 if TYPE_CHECKING:
     from runtime.sessions.manager import SessionManager
 
-# Uploads moving data at once, each holding a window of chunks
+# Transfers moving data at once, each holding a window of chunks
 # (protocol.WINDOW_CHUNKS of protocol.CHUNK_BYTES) and one client message.
 MAX_STREAMING = 16
 # Where a sandbox keeps anything worth moving: its writable filesystems (and
@@ -92,33 +92,18 @@ async def upload_tar(
 
 
 async def download_tar(session: Session, paths: list[str]) -> AsyncGenerator[bytes, None]:
-    """A tar archive of `paths` (each under its base name), in chunks."""
+    """A tar archive of `paths` (each under its base name), in chunks as the
+    caller takes them."""
     if not paths:
         msg = "no paths to download; name at least one, e.g. /workspace"
         raise BadRequest(msg)
     wanted = await _resolved(session, paths, "path")
-    chunks: asyncio.Queue[bytes] = asyncio.Queue()
-
-    async def archive() -> None:
-        with _as_request_errors(session):
-            await session.sandbox.agent.archive(wanted, max_bytes, chunks.put_nowait)
-
     max_bytes = session.limits.workspace_bytes * 2 + (16 << 20)
-    task = asyncio.ensure_future(archive())
-    try:
-        while not task.done() or not chunks.empty():
-            getter = asyncio.ensure_future(chunks.get())
-            await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
-            if getter.done():
-                yield getter.result()
-            else:
-                getter.cancel()
-        task.result()
-    finally:
-        if not task.done():
-            task.cancel()
-            with contextlib.suppress(BaseException):
-                await task
+    with _as_request_errors(session):
+        archive = session.sandbox.agent.archive(wanted, max_bytes)
+        async with contextlib.aclosing(archive):
+            async for chunk in archive:
+                yield chunk
 
 
 class Transfers:
@@ -142,7 +127,11 @@ class Transfers:
     ) -> AsyncGenerator[bytes, None]:
         """A tar archive of the session's `paths` (each under its base name), in chunks."""
         session = self._manager.get(tenant, session_id)
-        async with self._using(session), contextlib.aclosing(download_tar(session, paths)) as tar:
+        async with (
+            self._using(session),
+            self._streaming,
+            contextlib.aclosing(download_tar(session, paths)) as tar,
+        ):
             async for chunk in tar:
                 yield chunk
 
