@@ -9,6 +9,7 @@ from typing import Any
 
 import grpc
 
+from runtime import cpu
 from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
 from runtime._proto.toolruntime.v1 import runtime_pb2_grpc as pb_grpc
 from runtime.core import Core
@@ -122,7 +123,9 @@ class ToolRuntimeService(pb_grpc.ToolRuntimeServicer):
     async def ExecuteMessage(
         self, request: pb.ExecuteMessageRequest, context: grpc.aio.ServicerContext
     ) -> pb.ExecuteMessageResponse:
-        calls = dialects.parse_message(request.dialect, request.message_json)
+        # A large message is parsed off the event loop.
+        text = request.message_json
+        calls = await cpu.compute(len(text), dialects.parse_message, request.dialect, text)
         results = await self._calls.execute_batch(tenant_of(context), request.session_id, calls)
         return pb.ExecuteMessageResponse(
             results_json=dialects.render_results(request.dialect, calls, results),

@@ -109,7 +109,7 @@ class Calls:
         call: ToolCall,
         on_output: Callable[[str, bytes], None] | None,
     ) -> dict[str, Any]:
-        tool, args = self._registry.parse(call.name, call.arguments_json)
+        tool, args = await self._registry.parse_off_loop(call.name, call.arguments_json)
         if session.calls >= session.limits.max_calls:
             msg = (
                 f"this session has used all of its {session.limits.max_calls} tool calls; "
