@@ -55,8 +55,8 @@ run: image ## start the daemon in the foreground on 127.0.0.1:50051
 test: image ## the whole suite against the real Docker engine
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-test-fast: $(STAMP) helper ## tests/unit only: no Docker engine (local and fake backends), under a minute
-	$(PY) -m pytest tests/unit -m "not docker" $(PYTEST_ARGS)
+test-fast: $(STAMP) helper ## every test not marked docker (tests/unit and a few beside Docker ones): no engine, under a minute
+	$(PY) -m pytest -m "not docker" $(PYTEST_ARGS)
 
 lint: $(STAMP) ## ruff, ruff format --check, mypy
 	$(VENV)/bin/ruff check runtime tests sandbox_images scripts bench

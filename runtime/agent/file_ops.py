@@ -5,7 +5,8 @@ thread), within a Budget (budget.py), and answers exactly once; the
 selector loop never runs one, so however long a read, a listing or an
 archive takes, every other request of the session is still served and
 every command's deadline still kept. Replies from these threads go
-through the agent's locked `send`.
+through the agent's locked `send`. Archives stream under flow control
+(flow.py): the loop only hands chunks and credits to the transfer's thread.
 
 Stdlib only, Python >= 3.9 (runs inside sandboxes).
 """
@@ -16,7 +17,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Tuple, Type
 
-from . import budget, files, protocol
+from . import budget, files, flow, protocol
 from .ops import operation
 from .protocol import INVALID_ARGUMENTS
 
@@ -40,6 +41,8 @@ def serve(
         finally:
             budget.start(None)
             agent.file_ops.pop(rid, None)
+            # Chunks or credits still arriving for it are dropped.
+            agent.flows.pop(rid, None)
 
     threading.Thread(target=work, name=f"op-{rid}", daemon=True).start()
 
@@ -80,26 +83,36 @@ def _register(request_type: Type[protocol.Message], fn: FileOp) -> None:
     operation(request_type)(handle)
 
 
-def _extract(request: protocol.Extract, body: bytes) -> Tuple[protocol.Message, bytes]:
-    from . import archives
-
-    return archives.extract(request, body), b""
-
-
 for _request_type, _fn in (
     (protocol.Resolve, files.resolve),
     (protocol.Read, files.read),
     (protocol.Write, files.write),
     (protocol.Unlink, files.unlink),
     (protocol.ListDir, files.list_dir),
-    (protocol.Extract, _extract),
 ):
     _register(_request_type, _fn)
 
 
+@operation(protocol.Extract)
+def op_extract(agent: Agent, rid: int, request: protocol.Extract, body: bytes) -> None:
+    inflow = flow.Inflow(request.window, lambda n: agent.send(protocol.Credit(chunks=n), rid))
+    agent.flows[rid] = inflow
+
+    def run() -> Tuple[protocol.Message, bytes]:
+        from . import archives
+
+        return archives.extract(request, inflow), b""
+
+    serve(agent, rid, request.deadline_s, run)
+
+
 @operation(protocol.Archive)
 def op_archive(agent: Agent, rid: int, request: protocol.Archive, body: bytes) -> None:
+    outflow = flow.Outflow(request.window)
+    agent.flows[rid] = outflow
+
     def emit(chunk: bytes) -> None:
+        outflow.spend()
         agent.send(protocol.ArchiveChunk(), rid, chunk)
 
     def run() -> Tuple[protocol.Message, bytes]:
@@ -108,3 +121,18 @@ def op_archive(agent: Agent, rid: int, request: protocol.Archive, body: bytes) -
         return pack.archive(request, emit), b""
 
     serve(agent, rid, request.deadline_s, run)
+
+
+@operation(protocol.ArchiveChunk)
+def op_chunk(agent: Agent, rid: int, request: protocol.ArchiveChunk, body: bytes) -> None:
+    """A chunk of an Extract's archive; none answers (the Extract's reply does)."""
+    inflow = agent.flows.get(rid)
+    if isinstance(inflow, flow.Inflow):
+        inflow.put(body, request.end)
+
+
+@operation(protocol.Credit)
+def op_credit(agent: Agent, rid: int, request: protocol.Credit, body: bytes) -> None:
+    outflow = agent.flows.get(rid)
+    if isinstance(outflow, flow.Outflow):
+        outflow.grant(request.chunks)

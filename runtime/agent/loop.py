@@ -21,7 +21,7 @@ import sys
 import threading
 from typing import Dict
 
-from . import background, calls, file_ops, protocol
+from . import background, calls, file_ops, flow, protocol
 from .ops import OPERATIONS, operation
 
 # Imported for their registrations: every family's operations are known
@@ -41,6 +41,8 @@ class Agent(calls.CallOps, background.BackgroundOps):
         self.by_reaper: Dict[int, calls.Call] = {}
         # File and archive operations running on their threads, by request id.
         self.file_ops: Dict[int, threading.Event] = {}
+        # Their transfers' chunks and credits, by request id (flow.py).
+        self.flows: Dict[int, flow.Flow] = {}
         # Those threads answer too: one frame at a time on the wire.
         self.send_lock = threading.Lock()
         self.background = background.Registry()

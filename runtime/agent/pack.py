@@ -19,15 +19,16 @@ import tarfile
 from typing import Any, Callable, Optional
 
 from . import budget, protocol
-from .files import CHUNK, FileOpError, open_parent, os_failure
-from .protocol import LIMIT_EXCEEDED
+from .files import FileOpError, open_parent, os_failure
+from .protocol import CHUNK_BYTES, LIMIT_EXCEEDED
 
 OPEN_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class _ChunkWriter(io.RawIOBase):
-    """A write-only file that hands out CHUNK-sized pieces as they fill."""
+    """A write-only file that hands out CHUNK_BYTES-sized pieces as they fill
+    (`emit` waits while the daemon has no room for another)."""
 
     def __init__(self, emit: Callable[[bytes], None], cap: int) -> None:
         self.buf = bytearray()
@@ -44,9 +45,9 @@ class _ChunkWriter(io.RawIOBase):
         if self.total > self.cap:
             raise FileOpError(LIMIT_EXCEEDED, f"the archive exceeds {self.cap} bytes")
         self.buf += data
-        while len(self.buf) >= CHUNK:
-            self.emit(bytes(self.buf[:CHUNK]))
-            del self.buf[:CHUNK]
+        while len(self.buf) >= CHUNK_BYTES:
+            self.emit(bytes(self.buf[:CHUNK_BYTES]))
+            del self.buf[:CHUNK_BYTES]
         return size
 
     def flush_all(self) -> None:

@@ -17,6 +17,14 @@ and the results it holds unacknowledged (keyed by call id). The magic lets
 a decoder that lost its place (half a frame from a daemon that died
 mid-write) find the next frame: `Decoder.resync()` drops what it buffered.
 A frame whose epoch is not the current one is stale and is dropped.
+
+Archives move in chunks under flow control, in both directions: an Extract
+is followed by the daemon's ArchiveChunk frames (the last marked `end`), an
+Archive is answered by the agent's; each frame carries the transfer's
+request id. The sender starts with a window of `window` chunks and sends
+another only for each Credit its receiver grants back as it takes a chunk
+in, so neither side ever holds more than a window of a transfer, whatever
+the archive's size or the reader's speed.
 """
 
 from __future__ import annotations
@@ -34,7 +42,8 @@ PREFIX = struct.Struct(">4sII")
 # daemon caps file sizes and output far below it.
 MAX_HEADER = 1 << 20
 MAX_BODY = 256 << 20
-VERSION = 2
+# 3: archives stream as ArchiveChunk frames under Credit flow control.
+VERSION = 3
 
 # Error codes the agent answers with (`Failure.code`); the daemon maps them
 # to its tool failures in runtime/sandbox/agent_client.py.
@@ -51,6 +60,10 @@ SANDBOX_UID = 1000
 SANDBOX_GID = 1000
 # How long a file or archive operation may run unless its request says.
 FILE_OP_SECONDS = 60.0
+# Archives travel in chunks of at most CHUNK_BYTES, at most WINDOW_CHUNKS of
+# them sent and not yet credited back by the receiver.
+CHUNK_BYTES = 1 << 20
+WINDOW_CHUNKS = 4
 
 
 class FrameError(ValueError):
@@ -342,26 +355,45 @@ class Listing(Message):
 
 @dataclasses.dataclass
 class Extract(Message):
-    """Unpack the body (a tar archive) below `dest`, all or nothing."""
+    """Unpack a tar archive below `dest`, all or nothing, in one pass as it
+    arrives: the daemon's ArchiveChunk frames of this request, at most
+    `window` of them ahead of the agent's Credits."""
 
     OP: ClassVar[str] = "extract"
     dest: str = WORKSPACE
     deadline_s: float = FILE_OP_SECONDS
+    window: int = WINDOW_CHUNKS
 
 
 @dataclasses.dataclass
 class Archive(Message):
-    """Tar `paths`, streamed as ArchiveChunk events."""
+    """Tar `paths`, streamed as ArchiveChunk events, at most `window` of them
+    ahead of the daemon's Credits."""
 
     OP: ClassVar[str] = "archive"
     paths: List[str] = dataclasses.field(default_factory=list)
     max_bytes: int = 1 << 34
     deadline_s: float = FILE_OP_SECONDS
+    window: int = WINDOW_CHUNKS
 
 
 @dataclasses.dataclass
 class ArchiveChunk(Message):
+    """A piece of a transfer's archive (the body, at most CHUNK_BYTES): from
+    the agent for an Archive, from the daemon for an Extract (`end` on the
+    last one, which may be empty)."""
+
     OP: ClassVar[str] = "data"
+    end: bool = False
+
+
+@dataclasses.dataclass
+class Credit(Message):
+    """Room for `chunks` more ArchiveChunks of the transfer, granted by the side
+    that receives them as it takes chunks in."""
+
+    OP: ClassVar[str] = "credit"
+    chunks: int = 1
 
 
 @dataclasses.dataclass
@@ -404,7 +436,9 @@ REPLIES: Tuple[Type[Message], ...] = (
     Listing,
     Transferred,
 )
-EVENTS: Tuple[Type[Message], ...] = (Output, ArchiveChunk)
+# Frames of a running request before its reply; a transfer's chunks and
+# credits go both ways.
+EVENTS: Tuple[Type[Message], ...] = (Output, ArchiveChunk, Credit)
 BY_OP: Dict[str, Type[Message]] = {m.OP: m for m in REQUESTS + REPLIES + EVENTS}
 
 M = TypeVar("M", bound=Message)

@@ -15,8 +15,13 @@ from typing import Any, Protocol
 
 from runtime.errors import BadRequest
 from runtime.models import ToolCall, ToolResult
+from runtime.tools.validation import MAX_ITEMS, json_shape
 
 Catalog = list[dict[str, Any]]
+# A message's array elements and object members, all its calls' together:
+# room for a call whose arguments hold more than a call may (its result says
+# so), while parsing the message stays cheap.
+MAX_MESSAGE_ITEMS = 4 * MAX_ITEMS
 
 
 class CatalogExporter(Protocol):
@@ -61,6 +66,10 @@ def refuse(where: str, expected: str, value: Any) -> BadRequest:
 
 def load_message(text: str) -> Any:
     """The request's `message_json`, parsed; BadRequest if it is not JSON."""
+    _, items = json_shape(text, MAX_MESSAGE_ITEMS)
+    if items > MAX_MESSAGE_ITEMS:
+        msg = f"message_json holds more than {MAX_MESSAGE_ITEMS} items; a model turn is smaller"
+        raise BadRequest(msg)
     try:
         return json.loads(text)
     except (ValueError, RecursionError) as exc:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import AsyncGenerator, AsyncIterable, Awaitable, Callable
 from typing import TypeVar
 
 from runtime.agent import protocol
@@ -41,10 +41,33 @@ ANSWER_MARGIN_S = 10.0
 # Uploads and downloads move whole workspaces: they get longer than a tool call.
 TRANSFER_SECONDS = 300.0
 
+# Sends the frames that follow a request (an upload's chunks), given its id.
+Feed = Callable[[int], Awaitable[None]]
+
 
 def failure_of(failure: protocol.Failure) -> ToolFailure:
     cls = AGENT_FAILURES.get(failure.code, InternalFailure)
     return cls(failure.message or "the sandbox reported an error")
+
+
+class _Window:
+    """Chunks the agent has room for: one spent per chunk sent, granted back
+    by its Credit frames as it takes them in."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._room = size
+        self._granted = asyncio.Event()
+
+    def grant(self, chunks: int) -> None:
+        self._room += max(0, chunks)
+        self._granted.set()
+
+    async def spend(self) -> None:
+        while self._room <= 0:
+            self._granted.clear()
+            await self._granted.wait()
+        self._room -= 1
 
 
 class AgentClient:
@@ -62,18 +85,22 @@ class AgentClient:
         body: bytes = b"",
         on_event: Callable[[protocol.Frame], None] | None = None,
         within_s: float = protocol.FILE_OP_SECONDS + ANSWER_MARGIN_S,
+        feed: Feed | None = None,
+        request_id: int | None = None,
     ) -> tuple[R, bytes]:
         """One request; its typed reply and body, or the failure it ended in.
 
         No answer within `within_s` is a TIMEOUT: a stuck agent never holds
         a call (and the session's write lock) forever. If the caller goes
         away mid-request, or the time runs out, the agent is told to kill
-        what the request started.
+        what the request started. `feed` sends the frames that follow the
+        request until it is answered.
         """
-        request_id = self.channel.next_id()
+        if request_id is None:
+            request_id = self.channel.next_id()
         try:
             frame = await asyncio.wait_for(
-                self.channel.request(message, body, on_event, request_id), within_s
+                self._exchange(message, body, on_event, request_id, feed), within_s
             )
         except asyncio.CancelledError:
             with contextlib.suppress(Exception):
@@ -91,6 +118,35 @@ class AgentClient:
         except protocol.FrameError as exc:
             msg = f"the sandbox's agent answered {message.OP!r} with a malformed frame: {exc}"
             raise InternalFailure(msg) from exc
+
+    async def _exchange(
+        self,
+        message: protocol.Message,
+        body: bytes,
+        on_event: Callable[[protocol.Frame], None] | None,
+        request_id: int,
+        feed: Feed | None,
+    ) -> protocol.Frame:
+        answer = self.channel.request(message, body, on_event, request_id)
+        if feed is None:
+            return await answer
+        # Scheduled first, so the request is written before the feed's frames.
+        answered = asyncio.ensure_future(answer)
+        feeding = asyncio.ensure_future(feed(request_id))
+        try:
+            await asyncio.wait({answered, feeding}, return_when=asyncio.FIRST_COMPLETED)
+            if answered.done():
+                # Possibly before the feed ended (a refusal): the rest is not needed.
+                return answered.result()
+            if feeding.exception() is not None:
+                with contextlib.suppress(Exception):
+                    await self.channel.cancel(request_id, "cancelled")
+                feeding.result()
+            return await answered
+        finally:
+            for task in (feeding, answered):
+                task.cancel()
+            await asyncio.gather(feeding, answered, return_exceptions=True)
 
     # -- session ------------------------------------------------------------
     async def hello(self, timeout: float) -> protocol.HelloReply:
@@ -176,29 +232,89 @@ class AgentClient:
         return reply
 
     async def extract(
-        self, dest: str, archive: bytes, deadline_s: float = TRANSFER_SECONDS
+        self, dest: str, chunks: AsyncIterable[bytes], deadline_s: float = TRANSFER_SECONDS
     ) -> protocol.Transferred:
-        request = protocol.Extract(dest=dest, deadline_s=deadline_s)
+        """Unpack the tar archive `chunks` make up below `dest`, all or nothing.
+
+        The archive goes out as it comes, in frames of at most CHUNK_BYTES,
+        never more than a window ahead of the agent's credits: the daemon
+        holds a chunk at a time whatever the archive's size. The agent may
+        answer before the archive ends (a refused member); the rest is then
+        never read.
+        """
+        window = _Window(protocol.WINDOW_CHUNKS)
+
+        def on_event(frame: protocol.Frame) -> None:
+            if frame.op == protocol.Credit.OP:
+                window.grant(frame.as_type(protocol.Credit).chunks)
+
+        async def feed(request_id: int) -> None:
+            async for data in chunks:
+                for start in range(0, len(data), protocol.CHUNK_BYTES):
+                    await window.spend()
+                    piece = data[start : start + protocol.CHUNK_BYTES]
+                    await self.channel.send(protocol.ArchiveChunk(), request_id, piece)
+            await self.channel.send(protocol.ArchiveChunk(end=True), request_id)
+
+        request = protocol.Extract(dest=dest, deadline_s=deadline_s, window=window.size)
         within = deadline_s + ANSWER_MARGIN_S
-        reply, _ = await self._call(request, protocol.Transferred, archive, within_s=within)
+        reply, _ = await self._call(
+            request, protocol.Transferred, on_event=on_event, within_s=within, feed=feed
+        )
         return reply
 
     async def archive(
-        self,
-        paths: list[str],
-        max_bytes: int,
-        on_chunk: Callable[[bytes], None],
-        deadline_s: float = TRANSFER_SECONDS,
-    ) -> protocol.Transferred:
-        """Tar `paths`; each chunk of the archive goes to `on_chunk` as it comes."""
+        self, paths: list[str], max_bytes: int, deadline_s: float = TRANSFER_SECONDS
+    ) -> AsyncGenerator[bytes, None]:
+        """Tar `paths`: the archive's chunks, as the caller takes them.
+
+        The agent sends a window of chunks ahead, then one more for each
+        credit, and a credit goes back only when the caller asks for the
+        next chunk: a slow reader holds the agent back, and what waits here
+        is at most a window, whatever the archive's size.
+        """
+        window = protocol.WINDOW_CHUNKS
+        arrived: asyncio.Queue[bytes] = asyncio.Queue()
 
         def on_event(frame: protocol.Frame) -> None:
-            if frame.op == protocol.ArchiveChunk.OP:
-                on_chunk(frame.body)
+            if frame.op != protocol.ArchiveChunk.OP:
+                return
+            if arrived.qsize() >= window:
+                msg = f"the agent sent more than the {window} chunks it had credit for"
+                raise protocol.FrameError(msg)
+            arrived.put_nowait(frame.body)
 
-        request = protocol.Archive(paths=paths, max_bytes=max_bytes, deadline_s=deadline_s)
-        within = deadline_s + ANSWER_MARGIN_S
-        reply, _ = await self._call(
-            request, protocol.Transferred, on_event=on_event, within_s=within
+        request_id = self.channel.next_id()
+        request = protocol.Archive(
+            paths=paths, max_bytes=max_bytes, deadline_s=deadline_s, window=window
         )
-        return reply
+        call = asyncio.ensure_future(
+            self._call(
+                request,
+                protocol.Transferred,
+                on_event=on_event,
+                within_s=deadline_s + ANSWER_MARGIN_S,
+                request_id=request_id,
+            )
+        )
+        try:
+            while not (call.done() and arrived.empty()):
+                if arrived.empty():
+                    getter = asyncio.ensure_future(arrived.get())
+                    await asyncio.wait({getter, call}, return_when=asyncio.FIRST_COMPLETED)
+                    if not getter.done():
+                        getter.cancel()
+                        continue
+                    chunk = getter.result()
+                else:
+                    chunk = arrived.get_nowait()
+                yield chunk
+                # The caller asks for more: the agent may send one more.
+                if not call.done():
+                    await self.channel.send(protocol.Credit(chunks=1), request_id)
+            call.result()
+        finally:
+            if not call.done():
+                call.cancel()
+                with contextlib.suppress(BaseException):
+                    await call

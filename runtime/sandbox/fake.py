@@ -82,6 +82,8 @@ class FakeChannel:
         self._backend = backend
         self._ids = itertools.count(1)
         self._running: dict[int, asyncio.Task[protocol.Frame]] = {}
+        # Frames the daemon sends to running requests (an upload's chunks).
+        self._inbox: dict[int, asyncio.Queue[tuple[protocol.Message, bytes]]] = {}
         self._lost = ""
 
     @property
@@ -101,6 +103,7 @@ class FakeChannel:
         if self._lost:
             raise SandboxLost(self._lost)
         rid = self.next_id() if request_id is None else request_id
+        self._inbox[rid] = asyncio.Queue()
         task = asyncio.create_task(self._answer(frame_of(message, rid, body), on_event))
         self._running[rid] = task
         try:
@@ -112,6 +115,14 @@ class FakeChannel:
             raise
         finally:
             self._running.pop(rid, None)
+            self._inbox.pop(rid, None)
+
+    async def send(self, message: protocol.Message, request_id: int, body: bytes = b"") -> None:
+        if self._lost:
+            raise SandboxLost(self._lost)
+        inbox = self._inbox.get(request_id)
+        if inbox is not None:
+            inbox.put_nowait((message, body))
 
     async def cancel(self, request_id: int, reason: str) -> None:
         task = self._running.get(request_id)
@@ -133,6 +144,9 @@ class FakeChannel:
         try:
             if isinstance(request, protocol.Exec):
                 reply, body = await self._exec(request, frame.request_id, on_event)
+            elif isinstance(request, protocol.Extract):
+                archive = await self._upload(frame.request_id, on_event)
+                reply, body = self._extract(request.dest, archive), b""
             else:
                 reply, body = self._files(request, frame.body, frame.request_id, on_event)
         except Refused as exc:
@@ -221,11 +235,22 @@ class FakeChannel:
                 for p in self._below(request.path, request.recursive)
             ]
             return protocol.Listing(entries=entries), b""
-        if isinstance(request, protocol.Extract):
-            return self._extract(request.dest, body), b""
         if isinstance(request, protocol.Archive):
             return self._archive(request.paths, rid, on_event), b""
         raise Refused(protocol.INTERNAL, f"the fake sandbox has no {request.OP!r} operation")
+
+    async def _upload(self, rid: int, on_event: FrameSink | None) -> bytes:
+        """The archive an Extract's chunks carry, crediting each as it comes."""
+        data = bytearray()
+        while True:
+            message, body = await self._inbox[rid].get()
+            if not isinstance(message, protocol.ArchiveChunk):
+                continue
+            data += body
+            if message.end:
+                return bytes(data)
+            if on_event is not None:
+                on_event(frame_of(protocol.Credit(chunks=1), rid))
 
     def _extract(self, dest: str, archive: bytes) -> protocol.Transferred:
         files = size = 0

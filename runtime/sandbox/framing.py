@@ -64,6 +64,11 @@ class FrameChannel(Protocol):
         """Send one request; the frame that ends it (a reply or a Failure)."""
         ...
 
+    async def send(self, message: protocol.Message, request_id: int, body: bytes = b"") -> None:
+        """Send a frame of running request `request_id` (a chunk, a credit),
+        once the agent's input has room for it."""
+        ...
+
     async def cancel(self, request_id: int, reason: str) -> None: ...
 
     def abort(self, reason: str) -> None:
@@ -120,6 +125,14 @@ class AgentConnection:
             return await future
         finally:
             self._pending.pop(rid, None)
+
+    async def send(self, message: protocol.Message, request_id: int, body: bytes = b"") -> None:
+        if self._lost:
+            raise SandboxLost(self._lost)
+        self._sink.write(protocol.encode(message, request_id, self._epoch, body))
+        # Each writer waits for the transport's buffer to drain: what the
+        # daemon holds for a transfer is its window, not the agent's backlog.
+        await self._sink.drain()
 
     async def cancel(self, request_id: int, reason: str) -> None:
         if self._lost:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 
 from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
 from runtime.config import Limits
@@ -11,7 +11,6 @@ from runtime.models import ToolCall, ToolResult
 from runtime.policy.allowlist import PathPolicy
 from runtime.sessions.manager import SessionRequest
 from runtime.sessions.session import Allowlist, Session
-from runtime.sessions.transfers import MAX_UPLOAD_BYTES
 
 
 def limits_from_pb(msg: pb.Limits) -> Limits:
@@ -95,18 +94,20 @@ def result_to_pb(result: ToolResult) -> pb.ToolResult:
 
 async def upload_from_pb(
     requests: AsyncIterator[pb.UploadFilesRequest],
-) -> tuple[str, str, bytes]:
-    """(session id, destination, archive bytes) of a client-streamed upload."""
-    session_id = dest = ""
-    data = bytearray()
-    async for msg in requests:
-        session_id = session_id or msg.session_id
-        dest = dest or msg.path
-        data += msg.tar
-        if len(data) > MAX_UPLOAD_BYTES:
-            text = f"the archive exceeds {MAX_UPLOAD_BYTES} bytes; upload it in parts"
-            raise BadRequest(text)
-    if not session_id:
+) -> tuple[str, str, AsyncGenerator[bytes, None]]:
+    """(session id, destination, the archive's chunks) of a client-streamed
+    upload. Only the first message is read here: it names the session, so
+    the session is checked before the rest of the archive is taken in."""
+    first = await anext(requests, None)
+    if first is None or not first.session_id:
         text = "UploadFilesRequest.session_id must be set on the first message"
         raise BadRequest(text)
-    return session_id, dest, bytes(data)
+
+    async def chunks() -> AsyncGenerator[bytes, None]:
+        if first.tar:
+            yield first.tar
+        async for msg in requests:
+            if msg.tar:
+                yield msg.tar
+
+    return first.session_id, first.path, chunks()

@@ -15,6 +15,7 @@ from typing import Any
 
 import grpc
 
+from runtime import cpu
 from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
 from runtime._proto.toolruntime.v1 import runtime_pb2_grpc as pb_grpc
 from runtime.core import Core
@@ -144,7 +145,9 @@ class ToolRuntimeService(pb_grpc.ToolRuntimeServicer):
         self, request: pb.ExecuteMessageRequest, context: grpc.aio.ServicerContext
     ) -> pb.ExecuteMessageResponse:
         who = principal_of(context)
-        calls = dialects.parse_message(request.dialect, request.message_json)
+        # A large message is parsed off the event loop.
+        text = request.message_json
+        calls = await cpu.compute(len(text), dialects.parse_message, request.dialect, text)
         with self._audit.guard("call", who, request.session_id, calls):
             results = await self._calls.execute_batch(who.tenant, request.session_id, calls)
         self._audit.calls(who, request.session_id, calls, results)
@@ -158,10 +161,11 @@ class ToolRuntimeService(pb_grpc.ToolRuntimeServicer):
     ) -> pb.UploadFilesResponse:
         who = principal_of(context)
         self._audit.check()
-        session_id, dest, data = await convert.upload_from_pb(request_iterator)
+        session_id, dest, chunks = await convert.upload_from_pb(request_iterator)
         started = time.monotonic()
-        with self._audit.guard("upload", who, session_id):
-            files, size = await self._transfers.upload(who.tenant, session_id, dest, data)
+        async with contextlib.aclosing(chunks):
+            with self._audit.guard("upload", who, session_id):
+                files, size = await self._transfers.upload(who.tenant, session_id, dest, chunks)
         self._audit.transfer("upload", who, session_id, started, files=files, bytes=size)
         return pb.UploadFilesResponse(files=files, bytes=size)
 

@@ -150,7 +150,7 @@ class Calls:
             )
             raise BudgetExhausted(msg)
         session.calls += 1
-        tool, args = self._registry.parse(call.name, call.arguments_json)
+        tool, args = await self._registry.parse_off_loop(call.name, call.arguments_json)
         ctx = ToolContext(
             session_id=session.id,
             call_id=call.id,

@@ -35,11 +35,15 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from runtime import cpu
 from runtime.errors import InvalidArguments, OutcomeUnknown
 from runtime.models import ToolCall, ToolResult
+from runtime.tools.validation import MAX_ITEMS, json_shape
 
-# Larger argument texts are fingerprinted as raw text (validation refuses
-# them anyway); below it parsing is cheap next to running a tool.
+# Larger argument texts, and those with more items than validation takes,
+# are fingerprinted as raw text (validation refuses them anyway); below that
+# parsing is cheap next to running a tool, and large ones are parsed off the
+# event loop.
 CANONICAL_MAX_CHARS = 16 << 20
 _EXACT_FLOAT_INTS = 2**53
 
@@ -57,7 +61,7 @@ def fingerprint(call: ToolCall) -> str:
     text = call.arguments_json
     # Not JSON (or too big or deep to parse here): the exact text is the call.
     canonical = "\x00raw\x00" + text
-    if len(text) <= CANONICAL_MAX_CHARS:
+    if len(text) <= CANONICAL_MAX_CHARS and json_shape(text, MAX_ITEMS)[1] <= MAX_ITEMS:
         try:
             parsed: Any = json.loads(text, parse_float=_number)
             if isinstance(parsed, dict):
@@ -105,7 +109,7 @@ class Journal:
         self, call: ToolCall, run: Callable[[], Awaitable[ToolResult]]
     ) -> ToolResult:
         """The result of `call`: from `run()` the first time, recorded after."""
-        digest = fingerprint(call)
+        digest = await cpu.compute(len(call.arguments_json), fingerprint, call)
         entry = self._entries.get(call.id)
         if entry is None:
             forgotten = self._forgotten.get(call.id)

@@ -1,11 +1,18 @@
 """Uploads and downloads through a session: workspaces in and out as tar archives.
 
 Archives are unpacked and packed by the in-sandbox agent as the sandbox
-user (`runtime/agent/files.py`): it refuses absolute paths, `..`, links
-leaving the destination, device nodes and setuid bits, and stages the
-archive so a refusal changes nothing. These are operator RPCs, not model
-tools: failures end the RPC (INVALID_ARGUMENT) rather than becoming a
-ToolResult.
+user (`runtime/agent/archives.py`, `pack.py`): it refuses absolute paths,
+`..`, links leaving the destination, device nodes and setuid bits, and
+stages the archive so a refusal changes nothing. These are operator RPCs,
+not model tools: failures end the RPC (INVALID_ARGUMENT) rather than
+becoming a ToolResult.
+
+Archives stream through the daemon under flow control (the agent protocol's
+chunks and credits): an upload's session is looked up before anything past
+its first message is read, and each transfer holds a window of chunks at a
+time, whatever the archive's size or the client's speed. At most
+`max_streaming` transfers move data at once; the others wait their turn, so
+the daemon's memory for transfers is bounded in total too.
 
 A transfer is session activity like a call: the idle reaper leaves the
 session alone while one runs. A transfer that finds the sandbox gone closes
@@ -16,10 +23,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Iterator
 from typing import TYPE_CHECKING
 
-from runtime.agent import protocol
 from runtime.constants import WORKSPACE, WRITABLE_AREAS
 from runtime.errors import BadRequest, SessionUnusable, ToolFailure
 from runtime.policy.allowlist import is_within, normalize
@@ -28,8 +34,9 @@ from runtime.sessions.session import Session
 if TYPE_CHECKING:
     from runtime.sessions.manager import SessionManager
 
-# The archive travels to the agent as one frame.
-MAX_UPLOAD_BYTES = protocol.MAX_BODY - (1 << 20)
+# Transfers moving data at once, each holding a window of chunks
+# (protocol.WINDOW_CHUNKS of protocol.CHUNK_BYTES) and one client message.
+MAX_STREAMING = 16
 # Where a sandbox keeps anything worth moving: its writable filesystems (and
 # not, say, /proc, whose files never end).
 TRANSFER_AREAS = WRITABLE_AREAS
@@ -64,70 +71,68 @@ async def _resolved(session: Session, paths: list[str], what: str) -> list[str]:
     return resolved
 
 
-async def upload_tar(session: Session, dest: str, data: bytes) -> tuple[int, int]:
-    """Unpack a tar archive below `dest`; (files, bytes) unpacked.
+async def _one(data: bytes) -> AsyncIterator[bytes]:
+    yield data
+
+
+async def upload_tar(
+    session: Session, dest: str, archive: bytes | AsyncIterable[bytes]
+) -> tuple[int, int]:
+    """Unpack a tar archive (its bytes, or its chunks as they come) below
+    `dest`; (files, bytes) unpacked.
 
     On the session as it is: `Transfers.upload` is the RPC's way in; this is
     also how CreateSession seeds a new session's workspace.
     """
-    if len(data) > MAX_UPLOAD_BYTES:
-        msg = f"the archive is {len(data)} bytes; at most {MAX_UPLOAD_BYTES} per upload"
-        raise BadRequest(msg)
+    chunks = _one(archive) if isinstance(archive, bytes) else archive
     async with session.write_lock:
         [resolved] = await _resolved(session, [dest or WORKSPACE], "destination")
         with _as_request_errors(session):
-            reply = await session.sandbox.agent.extract(resolved, data)
+            reply = await session.sandbox.agent.extract(resolved, chunks)
     return reply.files, reply.bytes
 
 
 async def download_tar(session: Session, paths: list[str]) -> AsyncGenerator[bytes, None]:
-    """A tar archive of `paths` (each under its base name), in chunks."""
+    """A tar archive of `paths` (each under its base name), in chunks as the
+    caller takes them."""
     if not paths:
         msg = "no paths to download; name at least one, e.g. /workspace"
         raise BadRequest(msg)
     wanted = await _resolved(session, paths, "path")
-    chunks: asyncio.Queue[bytes] = asyncio.Queue()
-
-    async def archive() -> None:
-        with _as_request_errors(session):
-            await session.sandbox.agent.archive(wanted, max_bytes, chunks.put_nowait)
-
     max_bytes = session.limits.workspace_bytes * 2 + (16 << 20)
-    task = asyncio.ensure_future(archive())
-    try:
-        while not task.done() or not chunks.empty():
-            getter = asyncio.ensure_future(chunks.get())
-            await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
-            if getter.done():
-                yield getter.result()
-            else:
-                getter.cancel()
-        task.result()
-    finally:
-        if not task.done():
-            task.cancel()
-            with contextlib.suppress(BaseException):
-                await task
+    with _as_request_errors(session):
+        archive = session.sandbox.agent.archive(wanted, max_bytes)
+        async with contextlib.aclosing(archive):
+            async for chunk in archive:
+                yield chunk
 
 
 class Transfers:
     """Uploads and downloads in the sessions of `manager`, as session activity."""
 
-    def __init__(self, manager: SessionManager) -> None:
+    def __init__(self, manager: SessionManager, max_streaming: int = MAX_STREAMING) -> None:
         self._manager = manager
+        self._streaming = asyncio.Semaphore(max_streaming)
 
-    async def upload(self, tenant: str, session_id: str, dest: str, data: bytes) -> tuple[int, int]:
-        """Unpack a tar archive below `dest` in the session; (files, bytes) unpacked."""
+    async def upload(
+        self, tenant: str, session_id: str, dest: str, chunks: AsyncIterable[bytes]
+    ) -> tuple[int, int]:
+        """Unpack the tar archive `chunks` make up below `dest` in the session;
+        (files, bytes) unpacked. The session is checked before a chunk is read."""
         session = self._manager.get(tenant, session_id)
-        async with self._using(session):
-            return await upload_tar(session, dest, data)
+        async with self._using(session), self._streaming:
+            return await upload_tar(session, dest, chunks)
 
     async def download(
         self, tenant: str, session_id: str, paths: list[str]
     ) -> AsyncGenerator[bytes, None]:
         """A tar archive of the session's `paths` (each under its base name), in chunks."""
         session = self._manager.get(tenant, session_id)
-        async with self._using(session), contextlib.aclosing(download_tar(session, paths)) as tar:
+        async with (
+            self._using(session),
+            self._streaming,
+            contextlib.aclosing(download_tar(session, paths)) as tar,
+        ):
             async for chunk in tar:
                 yield chunk
 

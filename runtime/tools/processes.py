@@ -15,13 +15,15 @@ from typing import Any
 import regex
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from runtime import cpu
 from runtime.agent import protocol
 from runtime.errors import InvalidArguments
 from runtime.tools.base import Tool, ToolContext
 from runtime.tools.output import render_stream
 
 POLL_S = 0.1
-# A model-written pattern runs against untrusted output: bound its time.
+# A model-written pattern runs against untrusted output: bound its time. It
+# runs off the event loop (cpu.py) and lets go of the GIL while it matches.
 MATCH_TIMEOUT_S = 0.2
 
 LIST_DESCRIPTION = """\
@@ -137,9 +139,11 @@ class _Collected:
         return render_stream(bytes(self.data), b"", len(self.data))
 
 
-def _search(pattern: regex.Pattern[str], text: str) -> bool:
+def _matches(pattern: regex.Pattern[str], collected: _Collected) -> bool:
+    """Whether the output so far matches (decoded as the model will see it)."""
+    text = collected.text()[0]
     try:
-        return pattern.search(text, timeout=MATCH_TIMEOUT_S) is not None
+        return pattern.search(text, timeout=MATCH_TIMEOUT_S, concurrent=True) is not None
     except TimeoutError as exc:
         msg = "wait_for took too long to match (catastrophic backtracking?); simplify it"
         raise InvalidArguments(msg) from exc
@@ -156,11 +160,11 @@ async def run_output(ctx: ToolContext, args: ProcessOutputArgs) -> dict[str, Any
         reply, body = await ctx.agent.process_output(args.process_id)
         collected.add(body, reply.dropped_bytes)
         if pattern is not None and body:
-            matched = _search(pattern, collected.text()[0])
+            matched = await cpu.compute(len(collected.data), _matches, pattern, collected)
         if matched or reply.process.state != "running" or time.monotonic() >= deadline:
             break
         await asyncio.sleep(min(POLL_S, max(0.0, deadline - time.monotonic())))
-    text, replaced = collected.text()
+    text, replaced = await cpu.compute(len(collected.data), collected.text)
     output = {**_info(reply.process), "output": text, "dropped_bytes": collected.dropped}
     if replaced:
         output["invalid_utf8_replaced"] = True

@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from runtime import cpu
 from runtime.errors import UnknownTool
 from runtime.tools.base import Tool
 from runtime.tools.files import EDIT_FILE, LIST_FILES, READ_FILE, WRITE_FILE
@@ -32,8 +33,13 @@ class Registry:
         return tool
 
     def parse(self, name: str, arguments_json: str) -> tuple[Tool[Any], BaseModel]:
+        """The tool and its validated arguments (InvalidArguments otherwise)."""
         tool = self.get(name)
         return tool, parse_arguments(name, tool.arguments, arguments_json)
+
+    async def parse_off_loop(self, name: str, arguments_json: str) -> tuple[Tool[Any], BaseModel]:
+        """`parse`, on a worker thread when the arguments are large (cpu.py)."""
+        return await cpu.compute(len(arguments_json), self.parse, name, arguments_json)
 
     def catalog(self) -> list[dict[str, Any]]:
         """The neutral catalog: [{name, description, parameters}]."""

@@ -6,10 +6,12 @@ import posixpath
 import shlex
 import uuid
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from runtime import cpu
 from runtime.agent import protocol
 from runtime.constants import WORKSPACE
 from runtime.errors import CallTimeout, FileMissing, LimitExceeded
@@ -18,7 +20,10 @@ from runtime.tools.files import NO_NETWORK, checked_path
 from runtime.tools.shell import command_env, shell_output
 from runtime.tools.validation import no_nul
 
+# The report is read whole (up to this size, some 300,000 cases) but a piece
+# at a time, off the event loop, dropping each case once counted.
 MAX_XML_BYTES = 16 << 20
+XML_PIECE_BYTES = 64 << 10
 MAX_FAILURES = 100
 MAX_MESSAGE_CHARS = 2000
 CONSOLE_TAIL_CHARS = 4000
@@ -60,22 +65,71 @@ def _message(problem: ET.Element) -> str:
     return message
 
 
+class _Report:
+    """What a JUnit report says, gathered from its parser's events."""
+
+    def __init__(self) -> None:
+        self.counts = {"tests": 0, "failed": 0, "errors": 0, "skipped": 0}
+        self.failures: list[dict[str, str]] = []
+        # Open elements, outermost first, each with whether it is a counted
+        # suite; and how many of those are open.
+        self.open: list[tuple[ET.Element, bool]] = []
+        self.in_suites = 0
+
+    def take(self, events: Iterator[Any]) -> None:
+        """Handle the (event, element) pairs of a parser with events start and end."""
+        for event, element in events:
+            if event == "start":
+                self.start(element)
+            else:
+                self.end(element)
+
+    def start(self, element: ET.Element) -> None:
+        # The suites counted are the root, or the root's children (xunit's
+        # <testsuites>); cases count anywhere inside them.
+        root = self.open[0][0] if self.open else None
+        counted = element.tag == "testsuite" and (
+            root is None or (len(self.open) == 1 and root.tag != "testsuite")
+        )
+        if counted:
+            self.counts["tests"] += int(element.get("tests", 0))
+            self.counts["failed"] += int(element.get("failures", 0))
+            self.counts["errors"] += int(element.get("errors", 0))
+            self.counts["skipped"] += int(element.get("skipped", 0))
+            self.in_suites += 1
+        self.open.append((element, counted))
+
+    def end(self, element: ET.Element) -> None:
+        _, counted = self.open.pop()
+        self.in_suites -= counted
+        if element.tag != "testcase":
+            return
+        if self.in_suites:
+            for problem in (*element.findall("failure"), *element.findall("error")):
+                if len(self.failures) < MAX_FAILURES:
+                    self.failures.append(
+                        {"test_id": _test_id(element), "message": _message(problem)}
+                    )
+        # Read and done with: the case leaves the tree (it is its parent's last child).
+        if self.open:
+            del self.open[-1][0][-1]
+
+
 def parse_junit(xml_text: bytes) -> dict[str, Any]:
-    """Counts and failures of a pytest JUnit XML report."""
-    root = ET.fromstring(xml_text)
-    suites = [root] if root.tag == "testsuite" else root.findall("testsuite")
-    counts = {"tests": 0, "failed": 0, "errors": 0, "skipped": 0}
-    for suite in suites:
-        counts["tests"] += int(suite.get("tests", 0))
-        counts["failed"] += int(suite.get("failures", 0))
-        counts["errors"] += int(suite.get("errors", 0))
-        counts["skipped"] += int(suite.get("skipped", 0))
-    failures: list[dict[str, str]] = []
-    for suite in suites:
-        for case in suite.iter("testcase"):
-            for problem in (*case.findall("failure"), *case.findall("error")):
-                if len(failures) < MAX_FAILURES:
-                    failures.append({"test_id": _test_id(case), "message": _message(problem)})
+    """Counts and failures of a pytest JUnit XML report.
+
+    Fed to the parser a piece at a time, so a thread running this lets go of
+    the GIL between pieces, and each case is dropped once read: neither time
+    on the event loop nor memory grows with the number of cases.
+    """
+    parser: ET.XMLPullParser[Any] = ET.XMLPullParser(events=("start", "end"))
+    report = _Report()
+    for start in range(0, len(xml_text), XML_PIECE_BYTES):
+        parser.feed(xml_text[start : start + XML_PIECE_BYTES])
+        report.take(parser.read_events())
+    parser.close()
+    report.take(parser.read_events())
+    counts = report.counts
     # pytest counts a test that fails and then errors in teardown in both.
     passed = counts["tests"] - counts["failed"] - counts["errors"] - counts["skipped"]
     return {
@@ -83,7 +137,7 @@ def parse_junit(xml_text: bytes) -> dict[str, Any]:
         "failed": counts["failed"],
         "errors": counts["errors"],
         "skipped": counts["skipped"],
-        "failures": failures,
+        "failures": report.failures,
     }
 
 
@@ -123,11 +177,13 @@ async def run_tests(ctx: ToolContext, args: RunTestsArgs) -> dict[str, Any]:
         await ctx.agent.unlink(report)
     except FileMissing:
         xml_text = b""
-    results: dict[str, Any] = (
-        parse_junit(xml_text)
-        if xml_text
-        else {"passed": 0, "failed": 0, "errors": 0, "skipped": 0, "failures": []}
-    )
+    results: dict[str, Any] = {"passed": 0, "failed": 0, "errors": 0, "skipped": 0, "failures": []}
+    if xml_text:
+        try:
+            results = await cpu.compute(len(xml_text), parse_junit, xml_text)
+        except (ET.ParseError, ValueError):
+            # Not a report pytest wrote (a plugin broke it): the console says more.
+            xml_text = b""
     output = {**results, "exit_code": result.exit_code, "duration_ms": result.duration_ms}
     # Exit codes 0 (all passed) and 1 (some failed) are fully told by the
     # counts; anything else (usage error, nothing collected, crash) needs

@@ -9,9 +9,9 @@ was expected, so the model can correct itself.
 from __future__ import annotations
 
 import json
-import re
 from typing import Any, TypeVar
 
+import regex
 from pydantic import BaseModel, ValidationError
 
 from runtime.errors import InvalidArguments
@@ -21,31 +21,46 @@ T = TypeVar("T")
 
 MAX_ARGUMENT_BYTES = 16 << 20
 MAX_DEPTH = 32
+# Array elements and object members: what parsing and validating cost (a
+# megabyte of one string is cheap, a megabyte of `[1,1,1,...]` is not).
+MAX_ITEMS = 100_000
+# Schema violations named in one refusal.
+MAX_PROBLEMS = 10
 # JSON's \uXXXX escapes can spell half of a surrogate pair, which no UTF-8
-# encoder (the sandbox's kernel, protobuf) accepts.
-SURROGATE = re.compile("[\ud800-\udfff]")
+# encoder (the sandbox's kernel, protobuf) accepts. The patterns here are
+# matched with `concurrent=True`: scanning a long string lets go of the GIL.
+SURROGATE = regex.compile("[\ud800-\udfff]")
+# A JSON token that matters for its shape: a whole string (to its closing
+# quote, or the end of a text that never closes it), a bracket or a comma.
+_TOKEN = regex.compile(
+    r'"[^"\\]*(?:\\.?[^"\\]*)*(?:"|\Z)|(?P<open>[\[{])|(?P<close>[\]}])|(?P<comma>,)',
+    regex.S,
+)
 
 
-def nesting_depth(text: str) -> int:
-    """Deepest [ / { nesting outside JSON strings (a linear scan, no parsing)."""
-    depth = deepest = 0
-    in_string = escaped = False
-    for ch in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch in "[{":
+def json_shape(text: str, max_items: int) -> tuple[int, int]:
+    """(deepest [ / { nesting, items) of JSON text, outside strings, without
+    parsing it. Items are containers and commas (about one per array element
+    and object member); the count stops past `max_items`. A string, however
+    long, is one step of the scan: its cost is the number of tokens, not of
+    characters (tokens past four per item stop it too: text that is not
+    JSON, strings without commas between them)."""
+    depth = deepest = items = 0
+    for tokens, match in enumerate(_TOKEN.finditer(text, concurrent=True)):
+        if tokens > 4 * max_items:
+            return deepest, max_items + 1
+        kind = match.lastgroup
+        if kind == "open":
             depth += 1
             deepest = max(deepest, depth)
-        elif ch in "]}":
+            items += 1
+        elif kind == "close":
             depth -= 1
-    return deepest
+        elif kind == "comma":
+            items += 1
+        if items > max_items:
+            break
+    return deepest, items
 
 
 def no_nul(value: T) -> T:
@@ -61,10 +76,11 @@ def no_nul(value: T) -> T:
 def lone_surrogate(value: Any, loc: tuple[int | str, ...] = ()) -> tuple[int | str, ...] | None:
     """Where in parsed JSON a string (or key) holds a lone surrogate, if anywhere."""
     if isinstance(value, str):
-        return loc if SURROGATE.search(value) else None
+        return loc if SURROGATE.search(value, concurrent=True) else None
     if isinstance(value, dict):
         for key, item in value.items():
-            found = (*loc, key) if SURROGATE.search(key) else lone_surrogate(item, (*loc, key))
+            bad_key = SURROGATE.search(key, concurrent=True)
+            found = (*loc, key) if bad_key else lone_surrogate(item, (*loc, key))
             if found is not None:
                 return found
     elif isinstance(value, list):
@@ -93,7 +109,10 @@ def _describe(error: dict[str, Any]) -> str:
         return f"{where}: unknown property (not in this tool's schema)"
     if kind == "missing":
         return f"{where}: required property is missing"
-    got = json.dumps(error.get("input"), default=str)
+    value = error.get("input")
+    if isinstance(value, str | bytes | list | tuple):
+        value = value[:60]
+    got = json.dumps(value, default=str)
     if len(got) > 60:
         got = got[:57] + "..."
     return f"{where}: {error.get('msg', 'invalid')} (got {got})"
@@ -105,15 +124,29 @@ def parse_arguments(
     arguments_json: str,
     max_bytes: int = MAX_ARGUMENT_BYTES,
     max_depth: int = MAX_DEPTH,
+    max_items: int = MAX_ITEMS,
 ) -> ModelT:
-    size = len(arguments_json.encode())
+    """Validated arguments, or InvalidArguments saying what is wrong where.
+
+    Size, nesting and item count are checked on the raw text before the
+    JSON parser runs, so the work is bounded whatever the text holds. Large
+    texts are for a worker thread (`Registry.parse`): this holds the GIL
+    only in short steps.
+    """
+    size = len(arguments_json.encode("utf-8", "surrogatepass"))
     if size > max_bytes:
         msg = f"arguments of {tool_name} are {size} bytes; the limit is {max_bytes}"
         raise InvalidArguments(msg)
     text = arguments_json.strip() or "{}"
-    depth = nesting_depth(text)
+    depth, items = json_shape(text, max_items)
     if depth > max_depth:
         msg = f"arguments of {tool_name} nest {depth} levels deep; the limit is {max_depth}"
+        raise InvalidArguments(msg)
+    if items > max_items:
+        msg = (
+            f"arguments of {tool_name} hold more than {max_items} items (array elements "
+            f"and object members); the limit is {max_items}"
+        )
         raise InvalidArguments(msg)
     try:
         data = json.loads(text)
@@ -136,6 +169,9 @@ def parse_arguments(
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(_describe(e) for e in exc.errors(include_url=False))  # type: ignore[arg-type]
+        errors = exc.errors(include_url=False)
+        problems = "; ".join(_describe(e) for e in errors[:MAX_PROBLEMS])  # type: ignore[arg-type]
+        if len(errors) > MAX_PROBLEMS:
+            problems += f"; and {len(errors) - MAX_PROBLEMS} more"
         msg = f"invalid arguments for {tool_name}: {problems}"
         raise InvalidArguments(msg) from exc

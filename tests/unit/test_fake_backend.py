@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import io
 import tarfile
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -45,10 +46,15 @@ def test_files_round_trip():
             ("/workspace/d", "dir", 0),
             ("/workspace/d/a.txt", "file", 6),
         ]
-        chunks: list[bytes] = []
-        moved = await agent.archive(["/workspace/d"], 1 << 20, chunks.append)
-        assert (moved.files, moved.bytes) == (1, 6)
-        extracted = await agent.extract("/tmp", b"".join(chunks))
+        chunks = [chunk async for chunk in agent.archive(["/workspace/d"], 1 << 20)]
+        with tarfile.open(fileobj=io.BytesIO(b"".join(chunks))) as tar:
+            assert sorted(tar.getnames()) == ["d", "d/a.txt"]
+
+        async def upload() -> AsyncIterator[bytes]:
+            for chunk in chunks:
+                yield chunk
+
+        extracted = await agent.extract("/tmp", upload())
         assert (extracted.files, extracted.bytes) == (1, 6)
         _, data = await agent.read(protocol.Read(path="/tmp/d/a.txt", raw=True))
         assert data == b"1\n2\n3\n"
@@ -151,9 +157,12 @@ def test_extract_refuses_what_the_fake_cannot_hold():
         link.type, link.linkname = tarfile.SYMTYPE, "/etc"
         tar.addfile(link)
 
+    async def upload() -> AsyncIterator[bytes]:
+        yield buffer.getvalue()
+
     async def run() -> None:
         agent = (await sandbox_of(FakeBackend())).agent
         with pytest.raises(InvalidArguments, match="files and directories only"):
-            await agent.extract("/workspace", buffer.getvalue())
+            await agent.extract("/workspace", upload())
 
     asyncio.run(run())

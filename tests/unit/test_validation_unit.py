@@ -10,7 +10,7 @@ from runtime.errors import InvalidArguments, UnknownTool
 from runtime.tools.output import fit_output, render_stream, strip_ansi
 from runtime.tools.registry import default_registry
 from runtime.tools.shell import ShellArgs
-from runtime.tools.validation import nesting_depth, parse_arguments, pointer
+from runtime.tools.validation import MAX_ITEMS, json_shape, parse_arguments, pointer
 
 
 def parse(text: str) -> ShellArgs:
@@ -60,9 +60,24 @@ def test_deep_and_huge_arguments_are_refused_before_parsing():
     assert "limit is 100" in err.value.message
 
 
-def test_nesting_depth_ignores_brackets_inside_strings():
-    assert nesting_depth('{"a": "[[[[{{{{", "b": [1, [2]]}') == 3
-    assert nesting_depth('{"a": "\\"[["}') == 1
+def test_json_shape_ignores_brackets_and_commas_inside_strings():
+    assert json_shape('{"a": "[[[[{{{{,,", "b": [1, [2]]}', 1000) == (3, 5)
+    assert json_shape('{"a": "\\"[[,"}', 1000) == (1, 1)
+    assert json_shape('{"a": "\\\\", "b": "never closed [[[', 1000) == (1, 2)
+    # The count stops once past the limit, however long the text.
+    assert json_shape("[" + "1," * 1_000_000 + "1]", 10) == (1, 11)
+
+
+def test_many_items_are_refused_before_parsing_and_few_problems_named():
+    many = '{"command": "ls", "x": [' + ",".join(["1"] * (MAX_ITEMS + 1)) + "]}"
+    with pytest.raises(InvalidArguments) as err:
+        parse(many)
+    assert f"more than {MAX_ITEMS} items" in err.value.message
+    wrong = json.dumps({"command": "ls", "env": {f"K{i}": i for i in range(50)}})
+    with pytest.raises(InvalidArguments) as err:
+        parse(wrong)
+    assert err.value.message.count("Input should be a valid string") == 10
+    assert err.value.message.endswith("; and 40 more")
 
 
 def test_pointer_escapes_per_rfc6901():
