@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import json
 import os
 import selectors
 import signal
 import sys
 import time
-from typing import TYPE_CHECKING, Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from . import procs, protocol
 from .background import Proc, Registry
@@ -49,14 +48,15 @@ class Call:
         self.reaper_pid = 0
         self.main_pid = 0
         self.status: Optional[int] = None
-        self.spawn_error: Optional[Dict[str, Any]] = None
+        # (stage, errno) when the command could not start (procs.ERROR).
+        self.spawn_error: Optional[Tuple[int, int]] = None
         self.reaper_exited = False
         self.deadline = time.monotonic() + request.timeout_s
         self.hard_deadline: Optional[float] = None
         self.reason = ""  # why it was killed: "deadline", "cancelled", "shutdown"
         self.oom_before = procs.oom_kills()
         self.fds: Dict[int, str] = {}
-        self.status_buf = b""
+        self.status_buf = b""  # part of a report record still arriving
         self.status_fd = -1
         self.done = False
         self.started = time.monotonic()
@@ -258,28 +258,52 @@ class CallOps:
         self.maybe_finish(call)
 
     def read_status(self, call: Call) -> None:
-        """Take in what the subreaper reported; close the pipe at its end."""
+        """Take in what the subreaper reported; close the pipe at its end.
+
+        Anything but whole, known records ends the call with INTERNAL: a
+        report the agent cannot read is never taken for an outcome.
+        """
         while call.status_fd >= 0:
             try:
                 data = os.read(call.status_fd, 4096)
             except (BlockingIOError, InterruptedError):
                 return
             if not data:
-                self.sel.unregister(call.status_fd)
-                os.close(call.status_fd)
-                call.status_fd = -1
+                self.close_status(call)
+                if call.status_buf:
+                    self.abort(call, f"the call's subreaper ended mid-report ({call.status_buf!r})")
                 return
-            call.status_buf += data
-            *lines, call.status_buf = call.status_buf.split(b"\n")
-            for line in lines:
-                msg = json.loads(line)
-                if "pid" in msg:
-                    call.main_pid = msg["pid"]
-                elif "status" in msg:
-                    call.status = msg["status"]
+            try:
+                records, call.status_buf = procs.decode_reports(call.status_buf + data)
+            except procs.ReportError as exc:
+                self.abort(call, f"the call's subreaper sent a malformed report: {exc}")
+                return
+            for kind, a, b in records:
+                if kind == procs.PID:
+                    call.main_pid = a
+                elif kind == procs.STATUS:
+                    call.status = a
                     self.settle_state(call)
-                elif "spawn_error" in msg:
-                    call.spawn_error = msg
+                else:
+                    call.spawn_error = (a, b)
+
+    def close_status(self, call: Call) -> None:
+        if call.status_fd >= 0:
+            self.sel.unregister(call.status_fd)
+            os.close(call.status_fd)
+            call.status_fd = -1
+
+    def abort(self, call: Call, message: str) -> None:
+        """End `call` now with an INTERNAL failure that says why, and stop
+        what it started: never silence, never an outcome the agent made up."""
+        if call.done:
+            return
+        self.close_status(call)
+        self.kill(call, "aborted")
+        call.done = True
+        self.calls.pop(call.rid, None)
+        self.settle_state(call)
+        self.fail(call.rid, protocol.INTERNAL, f"{message}; its processes were stopped")
 
     def drain(self, call: Call) -> None:
         """Take what the main process wrote before it exited."""
@@ -324,13 +348,7 @@ class CallOps:
         self.calls.pop(call.rid, None)
         self.settle_state(call)
         if call.spawn_error is not None:
-            err_no = call.spawn_error.get("errno")
-            code = (
-                protocol.LIMIT_EXCEEDED
-                if err_no == errno.EAGAIN
-                else (protocol.NOT_FOUND if err_no == errno.ENOENT else protocol.INTERNAL)
-            )
-            why = call.spawn_error["spawn_error"]
+            code, why = procs.failure_of_spawn(*call.spawn_error, call.request.cwd)
             self.fail(call.rid, code, f"cannot start the command: {why}")
             return
         after = procs.oom_kills()

@@ -99,10 +99,18 @@ class Agent(calls.CallOps, background.BackgroundOps):
                         return
                 except Exception as exc:  # noqa: BLE001 - keep serving the other calls
                     print(f"agent: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+                    self.on_crash(key.data[1], exc)
             try:
                 self.on_children()
             except Exception as exc:  # noqa: BLE001 - keep serving the other calls
                 print(f"agent: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+
+    def on_crash(self, data: object, exc: Exception) -> None:
+        """An event of a call failed in the agent: that call ends with an
+        honest INTERNAL answer rather than never."""
+        call = data[0] if isinstance(data, list) else data
+        if isinstance(call, calls.Call):
+            self.abort(call, f"the agent failed on this call: {type(exc).__name__}: {exc}")
 
     def dispatch(self, key: selectors.SelectorKey) -> bool:
         kind, data = key.data

@@ -12,11 +12,12 @@ is left.
 from __future__ import annotations
 
 import dataclasses
-import json
+import errno
 import os
 import signal
+import struct
 import time
-from typing import Any, Dict, Optional, Set
+from typing import Dict, List, Optional, Set, Tuple
 
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -31,6 +32,67 @@ class Launch:
     uid: int
     gid: int
     grace_s: float
+
+
+# -- reports to the agent ------------------------------------------------------
+# The subreaper (spawn.c or run_subreaper below) tells the agent what became
+# of the command in fixed records: a type, then two ints. No string travels,
+# so nothing a model chose (a cwd, a command) can change what a record says;
+# the agent words the messages itself from what it asked for.
+REPORT = struct.Struct("=Iii")
+PID, STATUS, ERROR = 1, 2, 3
+# ERROR records: (stage, errno). spawn.c numbers them the same way.
+STAGE_SUBREAPER, STAGE_FORK, STAGE_USER, STAGE_CWD, STAGE_EXEC = 1, 2, 3, 4, 5
+STAGES = {
+    STAGE_SUBREAPER: "prctl(PR_SET_CHILD_SUBREAPER)",
+    STAGE_FORK: "fork",
+    STAGE_USER: "dropping to the sandbox user",
+    STAGE_CWD: "cwd",
+    STAGE_EXEC: "/bin/bash",
+}
+
+
+class ReportError(ValueError):
+    """The subreaper sent bytes that are not a report."""
+
+
+def encode_report(kind: int, a: int, b: int = 0) -> bytes:
+    return REPORT.pack(kind, a, b)
+
+
+def decode_reports(data: bytes) -> Tuple[List[Tuple[int, int, int]], bytes]:
+    """Whole records in `data` (checked), and the bytes of one still arriving."""
+    whole = len(data) - len(data) % REPORT.size
+    records = [REPORT.unpack_from(data, at) for at in range(0, whole, REPORT.size)]
+    for kind, a, b in records:
+        if kind == PID and a > 0 and b == 0:
+            continue
+        if kind == STATUS and b == 0:
+            continue
+        if kind == ERROR and a in STAGES and b > 0:
+            continue
+        msg = f"unknown record (type {kind}, {a}, {b})"
+        raise ReportError(msg)
+    return records, data[whole:]
+
+
+def failure_of_spawn(stage: int, err: int, cwd: str) -> Tuple[str, str]:
+    """(agent error code, message) for a command that could not start."""
+    what = STAGES[stage]
+    if stage == STAGE_CWD:
+        shown = cwd if len(cwd) <= 300 else cwd[:300] + "..."
+        what = f"cwd {shown}"
+    if err in (errno.EAGAIN, errno.ENOMEM):
+        code = "LIMIT_EXCEEDED"
+    elif err in (errno.ENOENT, errno.ENOTDIR):
+        code = "NOT_FOUND"
+    elif stage == STAGE_CWD and err in (errno.EACCES, errno.EPERM, errno.ELOOP):
+        code = "PATH_DENIED"
+    elif err in (errno.E2BIG, errno.ENAMETOOLONG):
+        code = "INVALID_ARGUMENTS"
+    else:
+        code = "INTERNAL"
+    return code, f"{what}: {os.strerror(err)}"
 
 
 class KillRequested(Exception):
@@ -171,6 +233,9 @@ def run_subreaper(
             raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
         try:
             _mark_oom_first()
+        except OSError:
+            pass  # as spawn.c: a command the OOM killer prefers less is still a command
+        try:
             # user/group/extra_groups: setgroups([]), setgid, setuid done by
             # _posixsubprocess in C, without the cost of a preexec_fn.
             proc = subprocess.Popen(
@@ -188,15 +253,17 @@ def run_subreaper(
             )
         except KillRequested:
             raise
-        except BaseException as exc:  # noqa: BLE001 - reported to the daemon, not lost
-            _report(status_w, {"spawn_error": str(exc), "errno": getattr(exc, "errno", None)})
+        except OSError as exc:
+            # _posixsubprocess names the directory when chdir failed.
+            stage = STAGE_CWD if exc.filename == launch.cwd else STAGE_EXEC
+            _report(status_w, ERROR, stage, exc.errno or errno.EIO)
             os._exit(0)
         os.close(out_w)
         if err_w != out_w:
             os.close(err_w)
         if stdin_fd > 2:
             os.close(stdin_fd)
-        _report(status_w, {"pid": proc.pid})
+        _report(status_w, PID, proc.pid)
         try:
             while True:
                 try:
@@ -204,23 +271,26 @@ def run_subreaper(
                 except ChildProcessError:
                     break
                 if pid == proc.pid:
-                    _report(status_w, {"status": status})
+                    _report(status_w, STATUS, status)
         except KillRequested:
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
             kill_tree(launch.grace_s)
     except KillRequested:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         kill_tree(launch.grace_s)
-    except BaseException as exc:  # noqa: BLE001 - the subreaper must always exit
+    except OSError as exc:
         # Say why (a call must not end as an unexplained SIGKILL).
-        _report(status_w, {"spawn_error": f"{type(exc).__name__}: {exc}", "errno": None})
+        _report(status_w, ERROR, STAGE_SUBREAPER, exc.errno or errno.EIO)
+        code = 1
+    except BaseException:  # noqa: BLE001 - the subreaper must always exit, and say so
+        _report(status_w, ERROR, STAGE_FORK, errno.EIO)
         code = 1
     os._exit(code)
 
 
-def _report(fd: int, message: Dict[str, Any]) -> None:
+def _report(fd: int, kind: int, a: int, b: int = 0) -> None:
     try:
-        os.write(fd, json.dumps(message).encode() + b"\n")
+        os.write(fd, encode_report(kind, a, b))
     except OSError:
         pass
 

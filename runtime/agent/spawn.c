@@ -13,9 +13,11 @@
  * PR_SET_CHILD_SUBREAPER (so setsid/double-forked descendants land on it),
  * raises its oom_score_adj to 1000 (inherited: a memory bomb is killed before
  * the agent), starts the command as UID/GID with no supplementary groups,
- * reports {"pid"}, then {"status"} when the main process exits, and keeps
+ * reports its pid, then its wait status when the main process exits, and keeps
  * reaping until no descendant is left. SIGTERM kills the whole tree: TERM,
- * then KILL after GRACE_MS. Messages are JSON lines, as procs.py writes them.
+ * then KILL after GRACE_MS. Reports are fixed binary records (procs.REPORT:
+ * type, then two ints), never text: no byte of the cwd or the command ever
+ * reaches the agent, so none can change what a report says.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -23,6 +25,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,29 +38,25 @@
 #define STATUS_FD 3
 #define MAX_PIDS 65536
 
+/* procs.REPORT ("=Iii") and its record types and stages. */
+enum { REPORT_PID = 1, REPORT_STATUS = 2, REPORT_ERROR = 3 };
+enum { STAGE_SUBREAPER = 1, STAGE_FORK = 2, STAGE_USER = 3, STAGE_CWD = 4, STAGE_EXEC = 5 };
+struct report {
+    uint32_t type;
+    int32_t a;
+    int32_t b;
+};
+
 static void on_child(int sig) { (void)sig; }
 
-static void report(const char *line) {
-    size_t len = strlen(line);
-    while (len > 0) {
-        ssize_t n = write(STATUS_FD, line, len);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return;
-        }
-        line += n;
-        len -= (size_t)n;
+/* One record in one write (12 bytes: atomic on a pipe). */
+static void report(uint32_t type, int32_t a, int32_t b) {
+    struct report r = {type, a, b};
+    while (write(STATUS_FD, &r, sizeof r) < 0 && errno == EINTR) {
     }
 }
 
-static void report_error(const char *what, int err) {
-    char line[512];
-    /* strerror texts carry no quotes or backslashes: safe in a JSON string. */
-    snprintf(line, sizeof line, "{\"spawn_error\": \"%s: %s\", \"errno\": %d}\n", what,
-             strerror(err), err);
-    report(line);
-}
+static void report_error(int stage, int err) { report(REPORT_ERROR, stage, err > 0 ? err : EIO); }
 
 static double now(void) {
     struct timespec ts;
@@ -156,7 +155,7 @@ static void kill_tree(double grace_s) {
 
 int main(int argc, char **argv) {
     if (argc < 6) {
-        report_error("usage: toolrt-spawn UID GID GRACE_MS CWD PROGRAM ARG...", EINVAL);
+        report_error(STAGE_FORK, EINVAL); /* usage: toolrt-spawn UID GID GRACE_MS CWD PROGRAM ARG... */
         return 2;
     }
     uid_t uid = (uid_t)strtoul(argv[1], NULL, 10);
@@ -181,7 +180,7 @@ int main(int argc, char **argv) {
     sigprocmask(SIG_BLOCK, &waitset, NULL);
 
     if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0) {
-        report_error("prctl(PR_SET_CHILD_SUBREAPER)", errno);
+        report_error(STAGE_SUBREAPER, errno);
         return 1;
     }
     int adj = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
@@ -193,7 +192,7 @@ int main(int argc, char **argv) {
 
     pid_t child = fork();
     if (child < 0) {
-        report_error("fork", errno);
+        report_error(STAGE_FORK, errno);
         return 1;
     }
     if (child == 0) {
@@ -203,32 +202,25 @@ int main(int argc, char **argv) {
         sigprocmask(SIG_SETMASK, &none, NULL);
         setsid();
         if (setgroups(0, NULL) != 0 || setgid(gid) != 0 || setuid(uid) != 0) {
-            report_error("dropping to the sandbox user", errno);
+            report_error(STAGE_USER, errno);
             _exit(127);
         }
         if (chdir(cwd) != 0) {
-            int err = errno;
-            char what[300];
-            snprintf(what, sizeof what, "cwd %.256s", cwd);
-            report_error(what, err);
+            report_error(STAGE_CWD, errno);
             _exit(127);
         }
         execv(command[0], command);
-        report_error(command[0], errno);
+        report_error(STAGE_EXEC, errno);
         _exit(127);
     }
-    char line[64];
-    snprintf(line, sizeof line, "{\"pid\": %d}\n", (int)child);
-    report(line);
+    report(REPORT_PID, (int32_t)child, 0);
 
     for (;;) {
         int status;
         pid_t pid;
         while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-            if (pid == child) {
-                snprintf(line, sizeof line, "{\"status\": %d}\n", status);
-                report(line);
-            }
+            if (pid == child)
+                report(REPORT_STATUS, status, 0);
         }
         if (pid < 0 && errno == ECHILD)
             return 0; /* nothing left below us */
