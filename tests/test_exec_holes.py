@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import errno
 import os
+import time
 
 import pytest
 
 from runtime.agent import procs
 from runtime.client import Client
+from tests.test_shell import user_processes
 
 pytestmark = pytest.mark.docker
 
@@ -49,41 +51,81 @@ def test_a_cwd_cannot_forge_the_outcome_of_its_call(make_daemon, native):
         assert shell(client, session, "echo alive").output["stdout"] == "alive\n"
 
 
-def test_the_helper_reports_fixed_records_whatever_the_cwd():
+def test_the_launcher_reports_one_fixed_record_whatever_the_cwd():
     # Run on the host: it stops at dropping privileges (not root) or at the
-    # cwd (root); either way its report is whole records, the cwd nowhere.
+    # cwd (root); either way its report is one record, the cwd nowhere in it.
     read, write = os.pipe()
     cwd = FORGING_CWDS[0]
-    argv = [procs.HELPER, "1000", "1000", "100", cwd, "/bin/true"]
+    argv = [procs.HELPER, "200000", "1000", "1000", cwd, "/bin/true"]
     pid = os.posix_spawn(procs.HELPER, argv, {}, file_actions=[(os.POSIX_SPAWN_DUP2, write, 3)])
     os.close(write)
-    os.waitpid(pid, 0)
+    _, status = os.waitpid(pid, 0)
     with os.fdopen(read, "rb") as pipe:
         data = pipe.read()
-    records, rest = procs.decode_reports(data)
-    assert rest == b"" and b"status" not in data
-    errors = [(a, b) for kind, a, b in records if kind == procs.ERROR]
-    assert errors in ([(procs.STAGE_CWD, errno.ENOENT)], [(procs.STAGE_USER, errno.EPERM)])
-    code, message = procs.failure_of_spawn(*errors[0], cwd)
-    assert code in ("NOT_FOUND", "INTERNAL") and message.endswith(os.strerror(errors[0][1]))
+    assert os.waitstatus_to_exitcode(status) == 127
+    error = procs.decode_report(data)
+    assert error in ((procs.STAGE_CWD, errno.ENOENT), (procs.STAGE_USER, errno.EPERM))
+    code, message = procs.failure_of_spawn(*error, cwd)
+    assert code in ("NOT_FOUND", "INTERNAL") and message.endswith(os.strerror(error[1]))
 
 
 @pytest.mark.parametrize(
     "data",
     [
         b"{" + b'"status": 0}' + b"\n",
-        procs.encode_report(9, 0),
-        procs.encode_report(procs.ERROR, 99, errno.ENOENT),
-        procs.encode_report(procs.ERROR, procs.STAGE_CWD, 0),
-        procs.encode_report(procs.PID, 0),
+        procs.REPORT.pack(9, procs.STAGE_CWD, errno.ENOENT),
+        procs.encode_report(99, errno.ENOENT),
+        procs.encode_report(procs.STAGE_CWD, 0),
+        procs.encode_report(procs.STAGE_CWD, errno.ENOENT)[:7],
+        procs.encode_report(procs.STAGE_CWD, errno.ENOENT) * 2,
     ],
 )
-def test_anything_but_known_records_is_refused(data):
+def test_anything_but_nothing_or_one_known_record_is_refused(data):
     with pytest.raises(procs.ReportError):
-        procs.decode_reports(data)
+        procs.decode_report(data)
+    assert procs.decode_report(b"") is None
 
 
-def test_a_record_still_arriving_waits_for_its_end():
-    record = procs.encode_report(procs.STATUS, 7 << 8)
-    assert procs.decode_reports(record[:5]) == ([], record[:5])
-    assert procs.decode_reports(record + record[:3]) == ([(procs.STATUS, 7 << 8, 0)], record[:3])
+# -- 5. survivors of a timeout -----------------------------------------------
+SPINNERS = (
+    "for i in $(seq 1 200); do sh -c 'trap \"\" TERM; while :; do :; done' & done; sleep 1000"
+)
+
+
+def test_a_timeout_under_cpu_pressure_leaves_no_survivor(client, session, docker_client):
+    started = time.monotonic()
+    result = shell(client, session, SPINNERS, timeout_s=3)
+    assert result.error_code == "TIMEOUT", result
+    assert time.monotonic() - started < 3 + 20
+    left = user_processes(docker_client, session.id)
+    assert left == [], f"{len(left)} processes survived: {left[:5]}"
+    assert session.shell("echo alive").output["stdout"] == "alive\n"
+
+
+def test_process_kill_stops_a_busy_tree_that_escaped_its_parent(session, docker_client):
+    started = session.shell(
+        'for i in 1 2 3; do setsid sh -c \'trap "" TERM; '
+        '(env -i sh -c "while :; do :; done" &); while :; do :; done\' & done; '
+        "echo up; sleep 1000",
+        background=True,
+    )
+    assert started.ok, started
+    time.sleep(1)
+    assert len(user_processes(docker_client, session.id)) >= 7
+    killed = session.call("process_kill", {"process_id": started.output["process_id"]})
+    assert killed.ok and killed.output["state"] == "killed", killed
+    assert user_processes(docker_client, session.id) == []
+
+
+def test_each_call_is_marked_by_a_group_it_cannot_shed(session):
+    shed = (
+        "id -G; python3 -c 'import os; os.setgroups([])' 2>&1 | tail -1; "
+        "setsid env -i /usr/bin/id -G"
+    )
+    first = session.shell(shed).output["stdout"].splitlines()
+    second = session.shell(shed).output["stdout"].splitlines()
+    mine, other = first[0].split(), second[0].split()
+    assert mine[0] == "1000" and len(mine) == 2 and int(mine[1]) >= 200000, first
+    assert other[1] != mine[1]
+    assert "PermissionError" in first[1]
+    assert first[2] == first[0]

@@ -2,7 +2,7 @@
 
 Stdlib only, python3.9+ (imported by the in-sandbox agent). A call becomes a
 background process when it is started with `background` or goes silent past
-its idle timeout: the agent keeps its pipes and subreaper, and its output
+its idle timeout: the agent keeps its pipes and its group, and its output
 goes to a ring buffer here instead of to the call's result. `Registry`
 hands out the `p<N>` handles, enforces the cap on live processes and
 forgets the oldest finished ones.
@@ -92,8 +92,8 @@ class Proc:
 
     @property
     def alive(self) -> bool:
-        """Some process of its tree may still run (its subreaper lives)."""
-        return not self.call.reaper_exited
+        """Some process of its tree may still run (its group is not empty)."""
+        return not self.call.tree_gone
 
     def state(self) -> str:
         """ "running" while any process of its tree runs (the main one may
@@ -109,7 +109,7 @@ class Proc:
             shown = shown[: COMMAND_SHOWN - 3] + "..."
         return protocol.ProcessInfo(
             process_id=self.process_id,
-            pid=self.call.main_pid,
+            pid=self.call.pid,
             command=shown,
             state=self.state(),
             exit_code=exit_code,
@@ -226,8 +226,8 @@ class BackgroundOps:
     """The agent's methods for background processes and shell state.
 
     A mixin of `agent.Agent`, kept here so the call loop stays readable; it
-    uses the agent's `calls`, `send`, `reply_error`, `send_captured`,
-    `exit_code`, `drain` and `kill`.
+    uses the agent's `calls`, `send`, `fail`, `send_captured`, `exit_code`,
+    `drain` and `kill`.
     """
 
     background: Registry
@@ -310,9 +310,12 @@ class BackgroundOps:
 
     def proc_update(self, proc: Proc) -> None:
         call = proc.call
-        if proc.ended is None and (call.status is not None or call.reaper_exited):
+        if proc.ended is None and (call.status is not None or call.tree_gone):
             proc.ended = time.monotonic()
-        if call.reaper_exited:
+        # A kill is over when the tree is gone, or when the agent gave up
+        # waiting for processes that outlive SIGKILL (deadlines.give_up).
+        gave_up = call.reason and call.kill_at is None and call.give_up_at is None
+        if call.tree_gone or gave_up:
             self.settle_state(call)
             waiters, proc.kill_waiters = proc.kill_waiters, []
             for rid in waiters:

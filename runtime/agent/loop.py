@@ -5,8 +5,9 @@ SETGID and KILL. It speaks framed messages (protocol.py) over the container's
 attached stdin/stdout and dispatches each request to the operation
 registered for it (ops.py; the families are calls, background and files).
 One thread, one selector loop: it never needs to fork or start a thread to
-kill, so it still answers under a fork bomb. When stdin closes (the daemon
-went away) it exits, and the container with it.
+kill, so it still answers under a fork bomb. As PID 1 it is the parent of
+every command and inherits every orphan, and reaps them all. When stdin
+closes (the daemon went away) it exits, and the container with it.
 
 Stdlib only, Python >= 3.9 (runs inside sandboxes).
 """
@@ -20,7 +21,7 @@ import signal
 import sys
 from typing import Dict
 
-from . import background, calls, files, protocol
+from . import background, calls, deadlines, files, protocol, tracker
 from .ops import OPERATIONS, operation
 
 # Imported for their registrations: every family's operations are known
@@ -28,7 +29,7 @@ from .ops import OPERATIONS, operation
 _FAMILIES = (background, calls, files)
 
 
-class Agent(calls.CallOps, background.BackgroundOps):
+class Agent(calls.CallOps, deadlines.TreeOps, background.BackgroundOps):
     def __init__(self, proto_in: int, proto_out: int) -> None:
         self.proto_in = proto_in
         self.proto_out = proto_out
@@ -36,8 +37,11 @@ class Agent(calls.CallOps, background.BackgroundOps):
         # The daemon's epoch from its latest hello, echoed in every frame.
         self.epoch = 0
         self.sel = selectors.DefaultSelector()
+        # Unanswered calls by request id; calls by their unreaped main process.
         self.calls: Dict[int, calls.Call] = {}
-        self.by_reaper: Dict[int, calls.Call] = {}
+        self.by_pid: Dict[int, calls.Call] = {}
+        self.groups = tracker.Groups()
+        self.next_tree_check = 0.0
         self.background = background.Registry()
         self.state_dir = background.make_state_dir()
         self.wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
@@ -125,8 +129,8 @@ class Agent(calls.CallOps, background.BackgroundOps):
             self.on_children()
         elif kind == "out":
             self.on_output(key.fd, data)
-        elif kind == "status":
-            self.on_status(key.fd, data)
+        elif kind == "report":
+            self.on_report(key.fd, data)
         elif kind == "state":
             self.read_state(data)
         elif kind == "stdin" and key.fd in self.sel.get_map():
@@ -164,7 +168,18 @@ def main() -> None:
     os.dup2(null, 1)
     os.close(null)
     os.set_blocking(proto_in, False)
+    if os.getpid() != 1:
+        become_subreaper()
     Agent(proto_in, proto_out).run()
+
+
+def become_subreaper() -> None:
+    """Outside a container the orphans of commands should still come to the
+    agent, to be reaped; best effort (calls are tracked by group anyway)."""
+    import ctypes
+
+    pr_set_child_subreaper = 36
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_child_subreaper, 1, 0, 0, 0)
 
 
 if __name__ == "__main__":
