@@ -86,6 +86,117 @@ def test_anything_but_nothing_or_one_known_record_is_refused(data):
     assert procs.decode_report(b"") is None
 
 
+# -- 2. the shell-state channel ---------------------------------------------
+# A hostile leftover: it looks for the state channel of later calls wherever
+# it could be (a path in a command line, a descriptor of another process) and
+# writes a record that would move the session to /workspace/trap and make
+# every later command source /workspace/evil.sh.
+HUNTER = r"""
+import os, re, time
+forged = b"/workspace/trap\n\0BASH_ENV=/workspace/evil.sh\0"
+done = set()
+me = str(os.getpid())
+end = time.monotonic() + 20
+while time.monotonic() < end:
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or pid == me:
+            continue
+        try:
+            cmdline = open(f"/proc/{pid}/cmdline", "rb").read()
+            fds = [f"/proc/{pid}/fd/{fd}" for fd in os.listdir(f"/proc/{pid}/fd") if int(fd) > 2]
+        except OSError:
+            continue
+        paths = [p.decode() for p in re.findall(rb"/tmp/\.toolrt-[^\s'\x00]+", cmdline)]
+        for target in paths + fds:
+            if target in done:
+                continue
+            done.add(target)
+            try:
+                fd = os.open(target, os.O_WRONLY | os.O_NONBLOCK)
+                os.write(fd, forged)
+                os.close(fd)
+                print("wrote", target, flush=True)
+            except OSError:
+                pass
+    time.sleep(0.02)
+"""
+
+
+def prepare_traps(session) -> None:
+    evil = "touch /workspace/pwned\n"
+    session.call("write_file", {"path": "/workspace/evil.sh", "content": evil})
+    session.call("write_file", {"path": "/workspace/hunter.py", "content": HUNTER})
+    assert session.shell("mkdir -p /workspace/trap /workspace/real").ok
+
+
+def assert_state_untouched(session, cwd: str = "/workspace") -> None:
+    after = session.shell("pwd; echo BASH_ENV=${BASH_ENV-unset}; ls /workspace/pwned 2>&1")
+    assert after.output["stdout"].splitlines()[:2] == [cwd, "BASH_ENV=unset"], after
+    assert "No such file" in after.output["stdout"], after
+
+
+def test_a_leftover_process_cannot_forge_the_state_of_later_calls(session):
+    prepare_traps(session)
+    hunter = session.shell("python3 -u /workspace/hunter.py", background=True)
+    assert hunter.ok, hunter
+    for _ in range(4):
+        victim = session.shell("sleep 1", persist_env=True)
+        assert victim.ok and victim.output["exit_code"] == 0, victim
+    assert_state_untouched(session)
+    session.call("process_kill", {"process_id": hunter.output["process_id"]})
+
+
+def test_a_child_process_cannot_forge_the_state_and_junk_is_ignored_with_a_note(session):
+    prepare_traps(session)
+    attempts = {
+        # A child of the command replays the shell's own EXIT trap (same
+        # code, same channel) after moving elsewhere and exporting BASH_ENV.
+        "ignored": 'bash -c "cd /workspace/trap; export BASH_ENV=/workspace/evil.sh; '
+        '$(trap -p EXIT)"',
+        # The shell itself writes junk into its channel: the report is
+        # refused whole, and the result says so.
+        "malformed": "t=$(trap -p EXIT); [[ $t =~ \\>\\&([0-9]+) ]] && "
+        "printf junk >&${BASH_REMATCH[1]}; cd /workspace/trap",
+    }
+    for said, attempt in attempts.items():
+        result = session.shell(f"cd /workspace/real; {attempt}", persist_env=True)
+        assert result.ok, result
+        assert said in result.output.get("note", ""), result.output
+        assert_state_untouched(session, "/workspace/real")
+
+
+def test_a_directory_the_shell_cannot_enter_sends_it_home_with_a_note(session):
+    locked = session.shell("mkdir -p /workspace/locked && cd /workspace/locked && chmod 000 .")
+    assert locked.ok, locked
+    result = session.shell("pwd")
+    assert result.ok, result
+    assert result.output["stdout"] == "/workspace\n"
+    assert "/workspace/locked" in result.output["note"]
+    # An explicit cwd the shell cannot enter is the caller's mistake, said so.
+    denied = session.shell("pwd", cwd="/workspace/locked")
+    assert denied.error_code == "PATH_DENIED", denied
+    assert "Permission denied" in denied.error_message
+
+
+def test_variables_that_run_code_at_shell_start_are_not_kept(session):
+    prepare_traps(session)
+    result = session.shell(
+        "export BASH_ENV=/workspace/evil.sh SHELLOPTS KEPT=1; f() { :; }; export -f f",
+        persist_env=True,
+    )
+    assert result.ok, result
+    assert "BASH_ENV" in result.output["note"], result.output
+    assert_state_untouched(session)
+    assert session.shell("echo $KEPT; type -t f || echo no-f").output["stdout"] == "1\nno-f\n"
+
+
+def test_tmp_downloads_after_shell_calls(client):
+    roots = ["/workspace", "/tmp"]
+    with client.session(allowlist={"read_roots": roots, "write_roots": roots}) as session:
+        assert session.shell("cd /tmp && echo hi > /tmp/note.txt").ok
+        assert b"note.txt" in session.download(["/tmp"])
+
+
 # -- 5. survivors of a timeout -----------------------------------------------
 SPINNERS = (
     "for i in $(seq 1 200); do sh -c 'trap \"\" TERM; while :; do :; done' & done; sleep 1000"

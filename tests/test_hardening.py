@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from runtime.agent.procs import STATE_FD
+
 pytestmark = pytest.mark.docker
 
 
@@ -81,10 +83,13 @@ def test_user_code_cannot_kill_or_write_into_the_agent(session):
 
 
 def test_protocol_descriptors_are_not_inherited(session):
-    result = session.shell("ls /proc/self/fd")
-    fds = sorted(int(x) for x in result.output["stdout"].split())
-    # bash's own 0,1,2 and ls's directory handle: nothing of the agent.
-    assert max(fds) <= 3, fds
+    result = session.shell(f"ls /proc/self/fd; readlink /proc/self/fd/{STATE_FD}")
+    *listed, state = result.output["stdout"].split()
+    fds = sorted(int(x) for x in listed)
+    # bash's own 0,1,2 and ls's directory handle; of the agent only the
+    # call's shell-state socket, which takes reports from bash alone.
+    assert fds == [0, 1, 2, 3, STATE_FD], fds
+    assert state.startswith("socket:"), state
 
 
 def test_session_env_reaches_commands_only(client, docker_client):

@@ -22,6 +22,7 @@ from . import procs, protocol, tracker
 from .background import Proc, Registry
 from .capture import READ_CHUNK, Capture
 from .ops import operation
+from .state import StateChannel
 
 if TYPE_CHECKING:
     from .loop import Agent
@@ -77,11 +78,11 @@ class Call:
             self.settle_at = self.started + request.settle_s
             self.deadline = float("inf")
             self.idle_s = 0.0
-        # The FIFO the command's EXIT trap reports its directory (and env) to.
-        self.state_fd = -1
-        self.state_path = ""
-        self.state_buf = bytearray()
+        # The socket the command's EXIT trap reports its directory (and env)
+        # to (state.py), what it reported, and notes for the result.
+        self.state: Optional[StateChannel] = None
         self.shell_state: Optional[protocol.ShellReport] = None
+        self.notes: List[str] = []
         # Set once the call was answered but its processes kept running.
         self.proc: Optional[Proc] = None
 
@@ -159,19 +160,24 @@ class CallOps:
             stdout=out_w,
             stderr=err_w,
             report=report_w,
+            state=call.state.peer if call.state is not None else -1,
         )
         try:
             pid = self.spawn(launch)
         except OSError as exc:
             for fd in {out_r, out_w, err_r, err_w, report_r, report_w, stdin_r, stdin_w} - {-1}:
                 os.close(fd)
+            if launch.state >= 0:
+                os.close(launch.state)
             self.settle_state(call)
             code, why = procs.failure_of_spawn(procs.STAGE_EXEC, exc.errno or errno.EIO, "")
             self.fail(rid, code, f"cannot start a process: {why}")
             return
-        for fd in {out_w, err_w, report_w, stdin_r}:
+        for fd in {out_w, err_w, report_w, stdin_r, launch.state} - {-1}:
             os.close(fd)
         call.pid = pid
+        if call.state is not None:
+            call.state.shell_pid = pid
         self.calls[rid] = call
         self.by_pid[pid] = call
         for fd, name in ((out_r, "stdout"), (err_r, "stderr")):
@@ -339,8 +345,9 @@ class CallOps:
             background_cap_hit=call.idle_cap_hit,
             oom=call.oom_before is not None and after is not None and after > call.oom_before,
         )
-        if call.shell_state is not None and not call.reason:
+        if not call.reason:
             result.shell_state = call.shell_state
+            result.notes = call.notes
         self.send_captured(call, result)
 
     def exit_code(self, call: Call) -> Optional[int]:

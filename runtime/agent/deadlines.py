@@ -56,6 +56,7 @@ class TreeOps:
         def on_silence(self, call: Call) -> None: ...
         def read_report(self, call: Call) -> None: ...
         def settle_state(self, call: Call) -> None: ...
+        def read_state(self, call: Call, most: int = 64) -> None: ...
         def abort(self, call: Call, message: str) -> None: ...
 
     def kill(self, call: Call, reason: str) -> None:
@@ -81,13 +82,18 @@ class TreeOps:
         reaped = False
         while True:
             try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
+                # Look before reaping: a call's shell must be read while its
+                # pid cannot belong to anyone else (state.py trusts the pid).
+                child = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
             except ChildProcessError:
                 break
-            if pid == 0:
+            if child is None or not child.si_pid:
                 break
+            call = self.by_pid.pop(child.si_pid, None)
+            if call is not None:
+                self.read_state(call, most=4096)
+            pid, status = os.waitpid(child.si_pid, 0)
             reaped = True
-            call = self.by_pid.pop(pid, None)
             if call is not None:
                 call.status = status
                 self.read_report(call)  # closed with the launcher: read to its end

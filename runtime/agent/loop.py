@@ -21,7 +21,7 @@ import signal
 import sys
 from typing import Dict
 
-from . import background, calls, deadlines, files, protocol, tracker
+from . import background, calls, deadlines, files, protocol, state, tracker
 from .ops import OPERATIONS, operation
 
 # Imported for their registrations: every family's operations are known
@@ -29,7 +29,7 @@ from .ops import OPERATIONS, operation
 _FAMILIES = (background, calls, files)
 
 
-class Agent(calls.CallOps, deadlines.TreeOps, background.BackgroundOps):
+class Agent(calls.CallOps, deadlines.TreeOps, background.BackgroundOps, state.StateOps):
     def __init__(self, proto_in: int, proto_out: int) -> None:
         self.proto_in = proto_in
         self.proto_out = proto_out
@@ -43,7 +43,6 @@ class Agent(calls.CallOps, deadlines.TreeOps, background.BackgroundOps):
         self.groups = tracker.Groups()
         self.next_tree_check = 0.0
         self.background = background.Registry()
-        self.state_dir = background.make_state_dir()
         self.wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         signal.set_wakeup_fd(wake_w)
         signal.signal(signal.SIGCHLD, lambda *_: None)

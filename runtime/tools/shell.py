@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from runtime.agent import protocol
-from runtime.errors import CallTimeout, FileMissing, LimitExceeded
+from runtime.errors import CallTimeout, FileMissing, InvalidArguments, LimitExceeded, PathDenied
 from runtime.tools.base import Tool, ToolContext
 from runtime.tools.files import checked_path
 from runtime.tools.output import render_stream
@@ -220,14 +220,18 @@ async def run_shell(ctx: ToolContext, args: ShellArgs) -> dict[str, Any]:
     notes: list[str] = []
     try:
         result, data = await ctx.agent.exec(request, stdin, ctx.on_output)
-    except FileMissing:
+    except (FileMissing, PathDenied, InvalidArguments) as exc:
         if args.cwd is not None or state.cwd == HOME:
             raise
-        # The remembered directory was removed since: start over at home.
+        # The remembered directory cannot be entered any more (removed,
+        # locked, replaced): start over at home. A failure that is not about
+        # the directory fails again there, and the directory is kept.
+        result, data = await ctx.agent.exec(replace(request, cwd=HOME), stdin, ctx.on_output)
         gone, state.cwd = state.cwd, HOME
-        request = replace(request, cwd=HOME)
-        result, data = await ctx.agent.exec(request, stdin, ctx.on_output)
-        notes.append(f"the previous working directory {gone} no longer exists; ran in {HOME}")
+        why = "no longer exists"
+        if not isinstance(exc, FileMissing):
+            why = f"cannot be entered ({str(exc).rsplit(': ', 1)[-1]})"
+        notes.append(f"the previous working directory {gone} {why}; ran in {HOME}")
     output = shell_output(result, data)
     notes += result.notes
     if result.shell_state is not None:
