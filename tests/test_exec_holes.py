@@ -240,3 +240,35 @@ def test_each_call_is_marked_by_a_group_it_cannot_shed(session):
     assert other[1] != mine[1]
     assert "PermissionError" in first[1]
     assert first[2] == first[0]
+
+
+# -- 6. an idle move to the background ---------------------------------------
+def test_an_explicit_timeout_still_bounds_a_command_moved_to_the_background(session):
+    started = time.monotonic()
+    moved = session.shell("sleep 6; echo late > /workspace/late", timeout_s=3, idle_timeout_s=1)
+    assert moved.error_code == "TIMEOUT" and moved.output["reason"] == "idle", moved
+    handle = moved.output["process_id"]
+    time.sleep(max(0.0, started + 8 - time.monotonic()))
+    assert session.shell("ls /workspace").output["stdout"] == "", "the deadline did not hold"
+    listed = session.call("process_list", {}).output["processes"]
+    assert [(p["process_id"], p["state"]) for p in listed] == [(handle, "killed")]
+
+
+def test_without_timeout_s_an_idle_move_outlives_the_default_deadline(client):
+    with client.session(limits={"call_timeout_s": 2}) as session:
+        moved = session.shell("sleep 4; echo late > /workspace/late", idle_timeout_s=1)
+        assert moved.output["reason"] == "idle", moved
+        handle = moved.output["process_id"]
+        deadline = time.monotonic() + 20
+        while (done := session.call("process_output", {"process_id": handle})).output[
+            "state"
+        ] == "running" and time.monotonic() < deadline:
+            time.sleep(0.3)
+        assert done.output["state"] == "exited" and done.output["exit_code"] == 0, done
+        assert session.shell("cat /workspace/late").output["stdout"] == "late\n"
+
+
+def test_the_shell_description_says_what_bounds_a_backgrounded_command(client):
+    [tool] = [t for t in client.list_tools() if t["name"] == "shell"]
+    assert "A timeout_s you pass still holds after a move to the" in tool["description"]
+    assert "still applies" in tool["parameters"]["properties"]["timeout_s"]["description"]

@@ -160,7 +160,10 @@ class BackgroundOps:
         def settle_state(self, call: Call) -> None: ...
 
     def detach(self, call: Call, idle: bool) -> None:
-        """Answer the call now and keep its processes running as a handle."""
+        """Answer the call now and keep its processes running as a handle:
+        without a deadline, unless an explicit timeout_s still bounds it."""
+        if not (idle and call.request.deadline_after_idle):
+            call.deadline = float("inf")
         call.done = True
         self.calls.pop(call.rid, None)
         proc = self.background.adopt(call, call.request.ring_cap)

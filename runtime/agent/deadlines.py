@@ -154,7 +154,12 @@ class TreeOps:
             pending = [t for t in (call.kill_at, call.give_up_at) if t is not None]
             return min(pending) if pending else None
         if call.done:
-            return None  # a background process: no deadline
+            # A background process: only one moved there when silent, whose
+            # caller set timeout_s, still has a deadline (background.detach).
+            if now >= call.deadline:
+                self.kill(call, "deadline")
+                return now
+            return call.deadline if call.deadline != float("inf") else None
         if call.settle_at is not None:
             if now >= call.settle_at:
                 self.drain(call)
@@ -169,7 +174,7 @@ class TreeOps:
             return now
         if call.idle_s and now >= call.last_output + call.idle_s:
             self.on_silence(call)
-            return None if call.done else now
+            return now  # moved or being killed: its next deadline is another
         if call.idle_s:
             return min(call.deadline, call.last_output + call.idle_s)
         return call.deadline

@@ -63,7 +63,10 @@ process_output, stop it with process_kill), or is killed with on_idle: "kill". \
 For quiet builds or test runs that legitimately print nothing for minutes, \
 raise idle_timeout_s. timeout_s (default and maximum set by the session) is a \
 hard wall-clock limit: the command and everything it started are killed \
-(reason "deadline").
+(reason "deadline"). A timeout_s you pass still holds after a move to the \
+background: the process and its children are killed at that deadline \
+(process_output then says state "killed"); without timeout_s, a command moved \
+to the background runs until you stop it or the session ends.
 
 Servers and watchers: start them with background: true; you get a \
 process_id, the pid and the first output at once, and the process runs until \
@@ -92,7 +95,8 @@ class ShellArgs(BaseModel):
         gt=0,
         allow_inf_nan=False,
         description="Seconds before the command and its children are killed "
-        "(capped by the session's maximum).",
+        "(capped by the session's maximum); still applies if it moves to the background "
+        "when silent.",
     )
     idle_timeout_s: float | None = Field(
         None,
@@ -194,6 +198,9 @@ def exec_request(
         # Silence longer than the deadline can never be noticed: leave it off.
         idle_timeout_s=idle if idle < timeout else 0,
         on_idle=args.on_idle,
+        # Only a timeout the caller chose bounds a command moved to the
+        # background when silent; the default would end a quiet server.
+        deadline_after_idle=args.timeout_s is not None,
         background=args.background,
         settle_s=ctx.shell.settle_s,
         max_background=ctx.shell.max_background,
