@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from runtime.agent import procs
+from runtime.agent import procs, tracker
 from runtime.client import Client
 from tests.test_shell import user_processes
 
@@ -240,6 +240,14 @@ def test_each_call_is_marked_by_a_group_it_cannot_shed(session):
     assert other[1] != mine[1]
     assert "PermissionError" in first[1]
     assert first[2] == first[0]
+
+
+def test_call_groups_stay_above_the_images_groups(tmp_path):
+    group_file = tmp_path / "group"
+    group_file.write_text("root:x:0:\nsandbox:x:1000:\nbig:x:250000:\n")
+    groups = tracker.Groups(group_file=str(group_file))
+    assert [groups.allocate(), groups.allocate()] == [250001, 250002]
+    assert tracker.Groups(group_file=str(tmp_path / "none")).allocate() == tracker.GROUP_BASE
 
 
 # -- 6. an idle move to the background ---------------------------------------

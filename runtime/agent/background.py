@@ -134,9 +134,6 @@ class Registry:
     def get(self, process_id: str) -> Optional[Proc]:
         return self.procs.get(process_id)
 
-    def killing(self) -> List[Proc]:
-        return [p for p in self.procs.values() if p.alive and p.call.reason]
-
 
 class BackgroundOps:
     """The agent's methods for background processes.

@@ -51,7 +51,13 @@ class Agent(calls.CallOps, deadlines.TreeOps, background.BackgroundOps, state.St
 
     # -- protocol ---------------------------------------------------------
     def send(self, message: protocol.Message, rid: int, body: bytes = b"") -> None:
-        data = memoryview(protocol.encode(message, rid, self.epoch, body))
+        try:
+            frame = protocol.encode(message, rid, self.epoch, body)
+        except protocol.FrameError as exc:
+            # An answer too large for a frame still ends its request, saying so.
+            failure = protocol.Failure(message=f"the agent's {message.OP!r} answer: {exc}")
+            frame = protocol.encode(failure, rid, self.epoch)
+        data = memoryview(frame)
         while data:
             try:
                 n = os.write(self.proto_out, data)

@@ -29,7 +29,9 @@ if TYPE_CHECKING:
 
 # Variables bash itself sets: never worth persisting.
 SHELL_OWN_VARS = frozenset({"PWD", "OLDPWD", "SHLVL", "_"})
-STATE_CAP = 256 * 1024
+# Small enough that the report, escaped into a frame's JSON header (up to six
+# bytes per byte), stays under protocol.MAX_HEADER.
+STATE_CAP = 128 * 1024
 RECORD_MAX = 65536
 CREDS = struct.Struct("=iII")  # struct ucred: pid, uid, gid
 

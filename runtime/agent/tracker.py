@@ -24,20 +24,35 @@ import os
 import signal
 from typing import Dict, Iterable, Iterator, Set, Tuple
 
-# Far above the groups any image defines (Debian allocates below 60000).
+# Far above the groups images define (Debian allocates below 60000); above
+# the highest one in /etc/group if an image goes higher.
 GROUP_BASE = 200_000
 
 
 class Groups:
-    """Hands out one group per call, never the same twice."""
+    """Hands out one group per call, never the same twice, never a group of
+    the image."""
 
-    def __init__(self, base: int = GROUP_BASE) -> None:
-        self.next = base
+    def __init__(self, base: int = GROUP_BASE, group_file: str = "/etc/group") -> None:
+        self.next = max(base, highest_group(group_file) + 1)
 
     def allocate(self) -> int:
         group = self.next
         self.next += 1
         return group
+
+
+def highest_group(path: str) -> int:
+    highest = 0
+    try:
+        with open(path, "rb") as f:
+            for line in f:
+                fields = line.split(b":")
+                if len(fields) > 2 and fields[2].strip().isdigit():
+                    highest = max(highest, int(fields[2]))
+    except OSError:
+        pass
+    return highest
 
 
 def processes() -> Iterator[Tuple[int, Set[int], bool]]:
