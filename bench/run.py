@@ -189,7 +189,7 @@ def main() -> int:
     cpu_line = (
         "CPU per sequential `shell true` call: "
         f"{cpu.get('sandbox_cpu_ms_per_call', float('nan')):.2f} ms in the sandbox "
-        "(agent, per-call subreaper, bash), "
+        "(agent, launcher, bash), "
         f"{cpu.get('daemon_cpu_ms_per_call', float('nan')):.2f} ms in the daemon, so "
         f"{host['cpus']} CPUs cap throughput near "
         f"{ceiling:.0f} calls/s before any client or other load."

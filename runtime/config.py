@@ -233,7 +233,7 @@ class Config(BaseModel):
     """Threads that run the (blocking) Docker SDK, so dozens of sessions can
     be created or closed at once without touching the event loop."""
     native_spawn: bool = True
-    """Start each call's subreaper with the agent's C helper (`make helper`)
+    """Start each call's command with the agent's C launcher (`make helper`)
     rather than a fork of the agent: same behaviour, a few ms less per call.
     Without the helper binary the agent forks regardless."""
     kill_grace_s: float = Field(0.5, ge=0, le=5)

@@ -1,24 +1,17 @@
-"""Background processes of one sandbox, and the state a shell call leaves.
+"""Background processes of one sandbox.
 
 Stdlib only, python3.9+ (imported by the in-sandbox agent). A call becomes a
 background process when it is started with `background` or goes silent past
-its idle timeout: the agent keeps its pipes and subreaper, and its output
+its idle timeout: the agent keeps its pipes and its group, and its output
 goes to a ring buffer here instead of to the call's result. `Registry`
 hands out the `p<N>` handles, enforces the cap on live processes and
 forgets the oldest finished ones.
-
-The second half is the shell wrapper: an EXIT trap that writes the shell's
-final directory (and exported environment) to a FIFO only the agent reads,
-so a `cd` or `export` can outlive its call without touching its output or
-exit code.
 """
 
 from __future__ import annotations
 
-import os
-import selectors
 import time
-from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, List, Optional
 
 from . import protocol
 from .ops import operation
@@ -92,8 +85,8 @@ class Proc:
 
     @property
     def alive(self) -> bool:
-        """Some process of its tree may still run (its subreaper lives)."""
-        return not self.call.reaper_exited
+        """Some process of its tree may still run (its group is not empty)."""
+        return not self.call.tree_gone
 
     def state(self) -> str:
         """ "running" while any process of its tree runs (the main one may
@@ -109,7 +102,7 @@ class Proc:
             shown = shown[: COMMAND_SHOWN - 3] + "..."
         return protocol.ProcessInfo(
             process_id=self.process_id,
-            pid=self.call.main_pid,
+            pid=self.call.pid,
             command=shown,
             state=self.state(),
             exit_code=exit_code,
@@ -141,98 +134,16 @@ class Registry:
     def get(self, process_id: str) -> Optional[Proc]:
         return self.procs.get(process_id)
 
-    def killing(self) -> List[Proc]:
-        return [p for p in self.procs.values() if p.alive and p.call.reason]
-
-
-# -- shell state ------------------------------------------------------------
-# Variables bash itself sets: never worth persisting.
-SHELL_OWN_VARS = frozenset({"PWD", "OLDPWD", "SHLVL", "_"})
-STATE_CAP = 256 * 1024
-STATE_READ = 65536
-
-
-def make_state_dir() -> str:
-    """A root-owned directory in /tmp where the user may write FIFOs but not
-    create, list or replace anything; "" when it cannot be made."""
-    for _ in range(4):
-        path = f"/tmp/.toolrt-{os.urandom(6).hex()}"
-        try:
-            os.mkdir(path, 0o711)
-            os.chmod(path, 0o711)
-            return path
-        except OSError:
-            continue
-    return ""
-
-
-def open_state_fifo(state_dir: str, rid: int) -> Tuple[str, int]:
-    """A FIFO the command's EXIT trap writes to; opened read-write so it
-    never reports end-of-file while the command has not written yet."""
-    path = f"{state_dir}/s{rid}-{os.urandom(4).hex()}"
-    os.mkfifo(path, 0o600)
-    os.chmod(path, 0o622)
-    fd = os.open(path, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
-    return path, fd
-
-
-def wrap_command(command: str, fifo: str, pipefail: bool, report_env: bool) -> str:
-    """`command` preceded, on its own first line, by the state trap.
-
-    The prelude shares the command's first line so bash's error messages
-    keep their line numbers. The trap leaves `$?` alone (bash exits with the
-    status the command had), writes nowhere the command's output goes, and
-    uses `>|` so `set -o noclobber` cannot stop it.
-    """
-    prelude = ""
-    if fifo:
-        dump = "builtin pwd -P; builtin printf '\\0'"
-        if report_env:
-            dump += "; /usr/bin/env -0"
-        trap = f"{{ {dump}; }} 2>/dev/null >| {fifo}"
-        prelude = f"builtin trap {_quote(trap)} EXIT; "
-    if pipefail:
-        prelude += "set -o pipefail; "
-    return prelude + command
-
-
-def _quote(text: str) -> str:
-    return "'" + text.replace("'", "'\\''") + "'"
-
-
-def parse_state(data: bytes) -> protocol.ShellReport:
-    """The FIFO's bytes → the directory, and the env when it was reported."""
-    cwd, sep, rest = data.partition(b"\n\x00")
-    if not sep:
-        return protocol.ShellReport()
-    state = protocol.ShellReport(cwd=cwd.decode("utf-8", "replace"))
-    if rest:
-        env: Dict[str, str] = {}
-        for item in rest.split(b"\x00"):
-            name, eq, value = item.partition(b"=")
-            if not eq or not name:
-                continue
-            try:
-                key, text = name.decode(), value.decode()
-            except UnicodeDecodeError:
-                continue
-            if key not in SHELL_OWN_VARS:
-                env[key] = text
-        state.env = env
-    return state
-
 
 class BackgroundOps:
-    """The agent's methods for background processes and shell state.
+    """The agent's methods for background processes.
 
     A mixin of `agent.Agent`, kept here so the call loop stays readable; it
-    uses the agent's `calls`, `send`, `reply_error`, `send_captured`,
-    `exit_code`, `drain` and `kill`.
+    uses the agent's `calls`, `send`, `fail`, `send_captured`, `exit_code`,
+    `drain` and `kill`.
     """
 
     background: Registry
-    state_dir: str
-    sel: selectors.BaseSelector
     calls: Dict[int, Call]
 
     if TYPE_CHECKING:
@@ -243,57 +154,13 @@ class BackgroundOps:
         def send_captured(self, call: Call, result: protocol.ExecResult) -> None: ...
         def drain(self, call: Call) -> None: ...
         def kill(self, call: Call, reason: str) -> None: ...
-
-    def wrap(self, call: Call) -> None:
-        """Prefix the command with its options and the state-reporting trap."""
-        request = call.request
-        fifo = ""
-        if self.state_dir and request.report_state:
-            try:
-                fifo, fd = open_state_fifo(self.state_dir, call.rid)
-            except OSError:
-                fifo = ""
-            else:
-                call.state_path, call.state_fd = fifo, fd
-                self.sel.register(fd, selectors.EVENT_READ, ("state", call))
-        call.command = wrap_command(request.command, fifo, request.pipefail, request.report_env)
-
-    def read_state(self, call: Call) -> None:
-        while call.state_fd >= 0:
-            try:
-                data = os.read(call.state_fd, STATE_READ)
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError:
-                data = b""
-            if not data:
-                return
-            if len(call.state_buf) < STATE_CAP:
-                call.state_buf += data
-
-    def settle_state(self, call: Call) -> None:
-        """Collect what the EXIT trap wrote (the main process is gone) and close the FIFO."""
-        if call.state_fd < 0:
-            return
-        self.read_state(call)
-        # Unlink before closing: a late writer then finds no FIFO instead of
-        # blocking forever on one without a reader.
-        try:
-            os.unlink(call.state_path)
-        except OSError:
-            pass
-        self.sel.unregister(call.state_fd)
-        os.close(call.state_fd)
-        call.state_fd = -1
-        if call.status is not None:
-            state = parse_state(bytes(call.state_buf))
-            if len(call.state_buf) >= STATE_CAP:
-                state.env = None  # cut short: only the directory is whole
-            call.shell_state = state
-        call.state_buf = bytearray()
+        def settle_state(self, call: Call) -> None: ...
 
     def detach(self, call: Call, idle: bool) -> None:
-        """Answer the call now and keep its processes running as a handle."""
+        """Answer the call now and keep its processes running as a handle:
+        without a deadline, unless an explicit timeout_s still bounds it."""
+        if not (idle and call.request.deadline_after_idle):
+            call.deadline = float("inf")
         call.done = True
         self.calls.pop(call.rid, None)
         proc = self.background.adopt(call, call.request.ring_cap)
@@ -310,9 +177,12 @@ class BackgroundOps:
 
     def proc_update(self, proc: Proc) -> None:
         call = proc.call
-        if proc.ended is None and (call.status is not None or call.reaper_exited):
+        if proc.ended is None and (call.status is not None or call.tree_gone):
             proc.ended = time.monotonic()
-        if call.reaper_exited:
+        # A kill is over when the tree is gone, or when the agent gave up
+        # waiting for processes that outlive SIGKILL (deadlines.give_up).
+        gave_up = call.reason and call.kill_at is None and call.give_up_at is None
+        if call.tree_gone or gave_up:
             self.settle_state(call)
             waiters, proc.kill_waiters = proc.kill_waiters, []
             for rid in waiters:

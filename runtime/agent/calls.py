@@ -1,8 +1,9 @@
-"""The `exec` and `cancel` operations: commands, their output and their end.
+"""The `exec` and `cancel` operations: commands, their output and their answer.
 
-Each command runs as the sandbox user under a per-call subreaper (procs.py);
-the agent watches its pipes, its deadline and its silence on the one
-selector loop (loop.py), and answers with exactly one ExecResult.
+Each command runs as the sandbox user, marked with a group of its own call
+(procs.py starts it, tracker.py finds and kills it); the agent watches its
+pipes on the one selector loop (loop.py), its deadlines and its tree
+(deadlines.py), and answers with exactly one ExecResult.
 
 Stdlib only, Python >= 3.9 (runs inside sandboxes).
 """
@@ -10,19 +11,18 @@ Stdlib only, Python >= 3.9 (runs inside sandboxes).
 from __future__ import annotations
 
 import errno
-import fcntl
-import json
 import os
 import selectors
 import signal
 import sys
 import time
-from typing import TYPE_CHECKING, Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
-from . import procs, protocol
+from . import procs, protocol, tracker
 from .background import Proc, Registry
 from .capture import READ_CHUNK, Capture
 from .ops import operation
+from .state import StateChannel
 
 if TYPE_CHECKING:
     from .loop import Agent
@@ -32,11 +32,13 @@ SANDBOX_GID = int(os.environ.get("TOOLRT_SANDBOX_GID", "1000"))
 
 
 class Call:
-    """One running command and everything the loop tracks for it."""
+    """One command, and its processes, from its request until they are gone."""
 
-    def __init__(self, rid: int, request: protocol.Exec) -> None:
+    def __init__(self, rid: int, request: protocol.Exec, group: int) -> None:
         self.rid = rid
         self.request = request
+        # Every process of the call carries it (tracker.py).
+        self.group = group
         # What bash runs: the user's command behind the state trap (background.wrap).
         self.command = request.command
         self.stream = request.stream
@@ -46,20 +48,25 @@ class Call:
             "stdout": Capture(cap, head),
             "stderr": Capture(cap, head),
         }
-        self.reaper_pid = 0
-        self.main_pid = 0
-        self.status: Optional[int] = None
-        self.spawn_error: Optional[Dict[str, Any]] = None
-        self.reaper_exited = False
-        self.deadline = time.monotonic() + request.timeout_s
-        self.hard_deadline: Optional[float] = None
-        self.reason = ""  # why it was killed: "deadline", "cancelled", "shutdown"
+        # The main process (the launcher, then bash): the agent's own child.
+        self.pid = 0
+        self.status: Optional[int] = None  # its wait status, once reaped
+        # The launcher's report pipe, until it closes; what it said.
+        self.report_fd = -1
+        self.report_buf = b""
+        self.spawn_error: Optional[Tuple[int, int]] = None  # (stage, errno)
+        # No process of the group is left (known only once the main one is reaped).
+        self.tree_gone = False
+        self.started = time.monotonic()
+        self.deadline = self.started + request.timeout_s
+        # Being killed: why ("deadline", "idle", "cancelled", "killed",
+        # "aborted"), when TERM's grace ends, when to answer regardless.
+        self.reason = ""
+        self.kill_at: Optional[float] = None
+        self.give_up_at: Optional[float] = None
         self.oom_before = procs.oom_kills()
         self.fds: Dict[int, str] = {}
-        self.status_buf = b""
-        self.status_fd = -1
         self.done = False
-        self.started = time.monotonic()
         # Silence detection: no output for idle_s → on_idle ("background" or "kill").
         self.idle_s = request.idle_timeout_s
         self.on_idle = request.on_idle
@@ -71,11 +78,11 @@ class Call:
             self.settle_at = self.started + request.settle_s
             self.deadline = float("inf")
             self.idle_s = 0.0
-        # The FIFO the command's EXIT trap reports its directory (and env) to.
-        self.state_fd = -1
-        self.state_path = ""
-        self.state_buf = bytearray()
+        # The socket the command's EXIT trap reports its directory (and env)
+        # to (state.py), what it reported, and notes for the result.
+        self.state: Optional[StateChannel] = None
         self.shell_state: Optional[protocol.ShellReport] = None
+        self.notes: List[str] = []
         # Set once the call was answered but its processes kept running.
         self.proc: Optional[Proc] = None
 
@@ -100,15 +107,14 @@ class CallOps:
     """The agent's methods for running calls.
 
     A mixin of `loop.Agent`, kept here so the loop stays readable; it uses
-    the agent's selector, `send` and `fail`, and background.BackgroundOps.
+    the agent's selector, `send` and `fail`, background.BackgroundOps and
+    deadlines.TreeOps.
     """
 
     sel: selectors.BaseSelector
     calls: Dict[int, Call]
-    by_reaper: Dict[int, Call]
-    proto_in: int
-    proto_out: int
-    wake_r: int
+    by_pid: Dict[int, Call]
+    groups: tracker.Groups
     background: Registry
 
     if TYPE_CHECKING:
@@ -119,7 +125,7 @@ class CallOps:
         def settle_state(self, call: Call) -> None: ...
         def detach(self, call: Call, idle: bool) -> None: ...
         def proc_update(self, proc: Proc) -> None: ...
-        def on_silence(self, call: Call) -> None: ...
+        def kill(self, call: Call, reason: str) -> None: ...
 
     def start_call(self, rid: int, request: protocol.Exec, body: bytes) -> None:
         cap = request.max_background
@@ -131,83 +137,77 @@ class CallOps:
                 "stop one with process_kill",
             )
             return
-        call = Call(rid, request)
+        call = Call(rid, request, self.groups.allocate())
         self.wrap(call)
+        # The command's ends go above procs.FD_FLOOR, clear of its 0-3.
         out_r, out_w = os.pipe2(os.O_CLOEXEC)
+        out_w = procs.above_floor(out_w)
         err_r, err_w = (out_r, out_w) if request.merge_output else os.pipe2(os.O_CLOEXEC)
-        status_r, status_w = os.pipe2(os.O_CLOEXEC)
-        # Above the command's 0-3: dup2 onto itself would keep close-on-exec.
-        high = fcntl.fcntl(status_w, fcntl.F_DUPFD_CLOEXEC, 10)
-        os.close(status_w)
-        status_w = high
+        err_w = procs.above_floor(err_w)
+        report_r, report_w = os.pipe2(os.O_CLOEXEC)
+        report_w = procs.above_floor(report_w)
         stdin_r, stdin_w = (
             os.pipe2(os.O_CLOEXEC)
             if body
             else (os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC), -1)
         )
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
-        try:
-            pid = self.spawn(call, stdin_r, out_w, err_w, status_w)
-        except OSError as exc:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
-            for fd in {out_r, out_w, err_r, err_w, status_r, status_w, stdin_r, stdin_w} - {-1}:
-                os.close(fd)
-            self.settle_state(call)
-            code = protocol.LIMIT_EXCEEDED if exc.errno == errno.EAGAIN else protocol.INTERNAL
-            self.fail(rid, code, f"cannot start a process: {exc.strerror} (pids limit?)")
-            return
-        if pid == 0:
-            os.close(self.proto_in)
-            os.close(self.proto_out)
-            for fd in (out_r, err_r, status_r, stdin_w, self.wake_r, call.state_fd):
-                if fd >= 0:
-                    try:
-                        os.close(fd)
-                    except OSError:
-                        pass
-            procs.run_subreaper(self.launch(call), stdin_r, out_w, err_w, status_w)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
-        for fd in {out_w, err_w, status_w, stdin_r}:
-            os.close(fd)
-        call.reaper_pid = pid
-        self.calls[rid] = call
-        self.by_reaper[pid] = call
-        for fd, name in ((out_r, "stdout"), (err_r, "stderr")):
-            if fd not in call.fds:
-                os.set_blocking(fd, False)
-                call.fds[fd] = name
-                self.sel.register(fd, selectors.EVENT_READ, ("out", call))
-        os.set_blocking(status_r, False)
-        call.status_fd = status_r
-        self.sel.register(status_r, selectors.EVENT_READ, ("status", call))
-        if stdin_w >= 0:
-            os.set_blocking(stdin_w, False)
-            self.sel.register(stdin_w, selectors.EVENT_WRITE, ("stdin", [call, memoryview(body)]))
-
-    @staticmethod
-    def launch(call: Call) -> procs.Launch:
-        request = call.request
-        return procs.Launch(
+        stdin_r = procs.above_floor(stdin_r)
+        launch = procs.Launch(
             command=call.command,
             cwd=request.cwd,
             env=request.env,
             uid=SANDBOX_UID,
             gid=SANDBOX_GID,
-            grace_s=request.grace_s,
+            group=call.group,
+            stdin=stdin_r,
+            stdout=out_w,
+            stderr=err_w,
+            report=report_w,
+            state=call.state.peer if call.state is not None else -1,
         )
+        try:
+            pid = self.spawn(launch)
+        except OSError as exc:
+            for fd in {out_r, out_w, err_r, err_w, report_r, report_w, stdin_r, stdin_w} - {-1}:
+                os.close(fd)
+            if launch.state >= 0:
+                os.close(launch.state)
+            self.settle_state(call)
+            code, why = procs.failure_of_spawn(procs.STAGE_EXEC, exc.errno or errno.EIO, "")
+            self.fail(rid, code, f"cannot start a process: {why}")
+            return
+        for fd in {out_w, err_w, report_w, stdin_r, launch.state} - {-1}:
+            os.close(fd)
+        call.pid = pid
+        if call.state is not None:
+            call.state.shell_pid = pid
+        self.calls[rid] = call
+        self.by_pid[pid] = call
+        for fd, name in ((out_r, "stdout"), (err_r, "stderr")):
+            if fd not in call.fds:
+                os.set_blocking(fd, False)
+                call.fds[fd] = name
+                self.sel.register(fd, selectors.EVENT_READ, ("out", call))
+        os.set_blocking(report_r, False)
+        call.report_fd = report_r
+        self.sel.register(report_r, selectors.EVENT_READ, ("report", call))
+        if stdin_w >= 0:
+            os.set_blocking(stdin_w, False)
+            self.sel.register(stdin_w, selectors.EVENT_WRITE, ("stdin", [call, memoryview(body)]))
 
-    def spawn(self, call: Call, stdin_r: int, out_w: int, err_w: int, status_w: int) -> int:
-        """The call's subreaper: the C helper if it runs here, else a fork (0 in the child)."""
+    @staticmethod
+    def spawn(launch: procs.Launch) -> int:
+        """The command's main process: the C launcher if it runs here, else a fork."""
         if procs.NATIVE:
             try:
-                return procs.spawn_native(self.launch(call), stdin_r, out_w, err_w, status_w)
+                return procs.spawn_native(launch)
             except OSError as exc:
-                if exc.errno == errno.EAGAIN:
+                if exc.errno not in procs.HELPER_UNUSABLE:
                     raise
                 # The helper cannot run in this sandbox: use the fork for good.
                 print(f"agent: native spawn unavailable ({exc}); forking", file=sys.stderr)
                 procs.NATIVE = False
-        return os.fork()
+        return procs.spawn_fork(launch)
 
     def on_output(self, fd: int, call: Call, draining: bool = False) -> None:
         if fd not in call.fds:
@@ -254,35 +254,48 @@ class CallOps:
             self.sel.unregister(fd)
             os.close(fd)
 
-    def on_status(self, fd: int, call: Call) -> None:
-        if call.status_fd != fd:
-            return
-        self.read_status(call)
-        self.maybe_finish(call)
+    def on_report(self, fd: int, call: Call) -> None:
+        if call.report_fd == fd:
+            self.read_report(call)
+            self.maybe_finish(call)
 
-    def read_status(self, call: Call) -> None:
-        """Take in what the subreaper reported; close the pipe at its end."""
-        while call.status_fd >= 0:
+    def read_report(self, call: Call) -> None:
+        """Take in what the launcher said, up to the pipe's end (it closes
+        when bash starts). Anything but nothing or one known record ends the
+        call with INTERNAL: a report the agent cannot read is never taken
+        for an outcome."""
+        while call.report_fd >= 0:
             try:
-                data = os.read(call.status_fd, 4096)
+                data = os.read(call.report_fd, procs.REPORT_MAX)
             except (BlockingIOError, InterruptedError):
                 return
-            if not data:
-                self.sel.unregister(call.status_fd)
-                os.close(call.status_fd)
-                call.status_fd = -1
-                return
-            call.status_buf += data
-            *lines, call.status_buf = call.status_buf.split(b"\n")
-            for line in lines:
-                msg = json.loads(line)
-                if "pid" in msg:
-                    call.main_pid = msg["pid"]
-                elif "status" in msg:
-                    call.status = msg["status"]
-                    self.settle_state(call)
-                elif "spawn_error" in msg:
-                    call.spawn_error = msg
+            call.report_buf += data
+            if data and len(call.report_buf) <= procs.REPORT_MAX:
+                continue
+            self.close_report(call)
+            try:
+                call.spawn_error = procs.decode_report(call.report_buf)
+            except procs.ReportError as exc:
+                self.abort(call, f"the command's launcher sent a malformed report: {exc}")
+
+    def close_report(self, call: Call) -> None:
+        if call.report_fd >= 0:
+            self.sel.unregister(call.report_fd)
+            os.close(call.report_fd)
+            call.report_fd = -1
+
+    def abort(self, call: Call, message: str) -> None:
+        """End `call` now with an INTERNAL failure that says why, and kill
+        what it started: never silence, never an outcome the agent made up."""
+        if call.done:
+            return
+        self.close_report(call)
+        call.reason = "aborted"
+        tracker.stop_and_kill(call.group, [call.pid] if call.status is None else [])
+        call.done = True
+        self.calls.pop(call.rid, None)
+        self.settle_state(call)
+        self.fail(call.rid, protocol.INTERNAL, f"{message}; its processes were killed")
 
     def drain(self, call: Call) -> None:
         """Take what the main process wrote before it exited."""
@@ -294,26 +307,23 @@ class CallOps:
                     break
 
     def maybe_finish(self, call: Call) -> None:
+        """Answer the call if what it waits for has happened."""
         if call.done:
             if call.proc is not None:
                 self.proc_update(call.proc)
             return
-        if call.reaper_exited:
-            # SIGCHLD may be seen before the status pipe is read: the main
-            # process's exit status is in it, not a reason to say "killed".
-            self.read_status(call)
-        killed = bool(call.reason)
-        if killed:
-            # A killed call ends when its subreaper is gone (tree dead) or
-            # when the hard deadline passes.
-            if not call.reaper_exited:
-                return
-        elif call.status is None and call.spawn_error is None and not call.reaper_exited:
+        if call.status is None or call.report_fd >= 0:
+            return  # the main process runs (or its launcher has not said how it went)
+        if call.reason:
+            # A killed call ends when its whole tree is gone (or when the
+            # agent gives up waiting: deadlines.py).
+            if call.tree_gone:
+                self.finish(call)
             return
-        if call.settle_at is not None and not killed and call.spawn_error is None:
+        if call.settle_at is not None and call.spawn_error is None:
             # A background command whose main process is gone: answer once
             # its whole tree is gone too, or at the settle time.
-            if call.reaper_exited or time.monotonic() >= call.settle_at:
+            if call.tree_gone:
                 self.drain(call)
                 self.detach(call, idle=False)
             return
@@ -327,13 +337,7 @@ class CallOps:
         self.calls.pop(call.rid, None)
         self.settle_state(call)
         if call.spawn_error is not None:
-            err_no = call.spawn_error.get("errno")
-            code = (
-                protocol.LIMIT_EXCEEDED
-                if err_no == errno.EAGAIN
-                else (protocol.NOT_FOUND if err_no == errno.ENOENT else protocol.INTERNAL)
-            )
-            why = call.spawn_error["spawn_error"]
+            code, why = procs.failure_of_spawn(*call.spawn_error, call.request.cwd)
             self.fail(call.rid, code, f"cannot start the command: {why}")
             return
         after = procs.oom_kills()
@@ -344,14 +348,15 @@ class CallOps:
             background_cap_hit=call.idle_cap_hit,
             oom=call.oom_before is not None and after is not None and after > call.oom_before,
         )
-        if call.shell_state is not None and not call.reason:
+        if not call.reason:
             result.shell_state = call.shell_state
+            result.notes = call.notes
         self.send_captured(call, result)
 
     def exit_code(self, call: Call) -> Optional[int]:
         if call.status is not None:
             return procs.exit_code_of(call.status)
-        if call.done and call.proc is not None and not call.reaper_exited:
+        if call.done and call.proc is not None and not call.reason:
             return None  # still running in the background
         return 128 + signal.SIGKILL
 
@@ -364,77 +369,3 @@ class CallOps:
         body = bytes(out.head) + bytes(out.tail) + bytes(err.head) + bytes(err.tail)
         call.captures.clear()
         self.send(result, call.rid, body)
-
-    def kill(self, call: Call, reason: str) -> None:
-        if call.reason:
-            return
-        call.reason = reason
-        call.hard_deadline = time.monotonic() + call.request.grace_s + 0.3
-        if call.reaper_exited:
-            self.maybe_finish(call)
-            return
-        try:
-            os.kill(call.reaper_pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-
-    def on_children(self) -> None:
-        while True:
-            try:
-                pid, _status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                return
-            if pid == 0:
-                return
-            # As PID 1 the agent also inherits orphans of dead subreapers:
-            # only its own subreapers matter here.
-            call = self.by_reaper.pop(pid, None)
-            if call is not None:
-                call.reaper_exited = True
-                self.maybe_finish(call)
-
-    def check_deadlines(self) -> Optional[float]:
-        now = time.monotonic()
-        wait: Optional[float] = None
-        # Background processes being killed still need their hard deadline.
-        calls = list(self.calls.values()) + [p.call for p in self.background.killing()]
-        for call in calls:
-            if call.done and call.proc is None:
-                continue
-            if not call.done and not call.reason and call.settle_at is not None:
-                if now >= call.settle_at:
-                    self.drain(call)
-                    if not call.done:
-                        self.detach(call, idle=False)
-                    continue
-            elif not call.done and call.status is None and not call.reason:
-                if now >= call.deadline:
-                    self.kill(call, "deadline")
-                elif call.idle_s and now >= call.last_output + call.idle_s:
-                    self.on_silence(call)
-                    if call.done:
-                        continue
-            if call.hard_deadline is not None and now >= call.hard_deadline:
-                # The subreaper did not finish killing in time: answer anyway
-                # and take the subreaper down (its orphans fall to us).
-                try:
-                    os.kill(call.reaper_pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                call.reaper_exited = True
-                self.maybe_finish(call)
-                continue
-            nxt = call.hard_deadline if call.reason else self.next_check(call)
-            if nxt is not None:
-                wait = nxt - now if wait is None else min(wait, nxt - now)
-        return None if wait is None else max(0.0, wait)
-
-    @staticmethod
-    def next_check(call: Call) -> Optional[float]:
-        if call.settle_at is not None:
-            return call.settle_at
-        if call.status is not None:
-            return None
-        if call.idle_s:
-            return min(call.deadline, call.last_output + call.idle_s)
-        return call.deadline

@@ -5,8 +5,9 @@ SETGID and KILL. It speaks framed messages (protocol.py) over the container's
 attached stdin/stdout and dispatches each request to the operation
 registered for it (ops.py; the families are calls, background and files).
 One thread, one selector loop: it never needs to fork or start a thread to
-kill, so it still answers under a fork bomb. When stdin closes (the daemon
-went away) it exits, and the container with it.
+kill, so it still answers under a fork bomb. As PID 1 it is the parent of
+every command and inherits every orphan, and reaps them all. When stdin
+closes (the daemon went away) it exits, and the container with it.
 
 Stdlib only, Python >= 3.9 (runs inside sandboxes).
 """
@@ -21,7 +22,7 @@ import sys
 import threading
 from typing import Dict
 
-from . import background, calls, file_ops, flow, protocol
+from . import background, calls, deadlines, file_ops, flow, protocol, state, tracker
 from .ops import OPERATIONS, operation
 
 # Imported for their registrations: every family's operations are known
@@ -29,7 +30,7 @@ from .ops import OPERATIONS, operation
 _FAMILIES = (background, calls, file_ops)
 
 
-class Agent(calls.CallOps, background.BackgroundOps):
+class Agent(calls.CallOps, deadlines.TreeOps, background.BackgroundOps, state.StateOps):
     def __init__(self, proto_in: int, proto_out: int) -> None:
         self.proto_in = proto_in
         self.proto_out = proto_out
@@ -37,8 +38,11 @@ class Agent(calls.CallOps, background.BackgroundOps):
         # The daemon's epoch from its latest hello, echoed in every frame.
         self.epoch = 0
         self.sel = selectors.DefaultSelector()
+        # Unanswered calls by request id; calls by their unreaped main process.
         self.calls: Dict[int, calls.Call] = {}
-        self.by_reaper: Dict[int, calls.Call] = {}
+        self.by_pid: Dict[int, calls.Call] = {}
+        self.groups = tracker.Groups()
+        self.next_tree_check = 0.0
         # File and archive operations running on their threads, by request id.
         self.file_ops: Dict[int, threading.Event] = {}
         # Their transfers' chunks and credits, by request id (flow.py).
@@ -46,7 +50,6 @@ class Agent(calls.CallOps, background.BackgroundOps):
         # Those threads answer too: one frame at a time on the wire.
         self.send_lock = threading.Lock()
         self.background = background.Registry()
-        self.state_dir = background.make_state_dir()
         self.wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         signal.set_wakeup_fd(wake_w)
         signal.signal(signal.SIGCHLD, lambda *_: None)
@@ -55,7 +58,13 @@ class Agent(calls.CallOps, background.BackgroundOps):
 
     # -- protocol ---------------------------------------------------------
     def send(self, message: protocol.Message, rid: int, body: bytes = b"") -> None:
-        data = memoryview(protocol.encode(message, rid, self.epoch, body))
+        try:
+            frame = protocol.encode(message, rid, self.epoch, body)
+        except protocol.FrameError as exc:
+            # An answer too large for a frame still ends its request, saying so.
+            failure = protocol.Failure(message=f"the agent's {message.OP!r} answer: {exc}")
+            frame = protocol.encode(failure, rid, self.epoch)
+        data = memoryview(frame)
         with self.send_lock:
             while data:
                 try:
@@ -107,10 +116,18 @@ class Agent(calls.CallOps, background.BackgroundOps):
                         return
                 except Exception as exc:  # noqa: BLE001 - keep serving the other calls
                     print(f"agent: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+                    self.on_crash(key.data[1], exc)
             try:
                 self.on_children()
             except Exception as exc:  # noqa: BLE001 - keep serving the other calls
                 print(f"agent: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+
+    def on_crash(self, data: object, exc: Exception) -> None:
+        """An event of a call failed in the agent: that call ends with an
+        honest INTERNAL answer rather than never."""
+        call = data[0] if isinstance(data, list) else data
+        if isinstance(call, calls.Call):
+            self.abort(call, f"the agent failed on this call: {type(exc).__name__}: {exc}")
 
     def dispatch(self, key: selectors.SelectorKey) -> bool:
         kind, data = key.data
@@ -125,8 +142,8 @@ class Agent(calls.CallOps, background.BackgroundOps):
             self.on_children()
         elif kind == "out":
             self.on_output(key.fd, data)
-        elif kind == "status":
-            self.on_status(key.fd, data)
+        elif kind == "report":
+            self.on_report(key.fd, data)
         elif kind == "state":
             self.read_state(data)
         elif kind == "stdin" and key.fd in self.sel.get_map():
@@ -164,7 +181,18 @@ def main() -> None:
     os.dup2(null, 1)
     os.close(null)
     os.set_blocking(proto_in, False)
+    if os.getpid() != 1:
+        become_subreaper()
     Agent(proto_in, proto_out).run()
+
+
+def become_subreaper() -> None:
+    """Outside a container the orphans of commands should still come to the
+    agent, to be reaped; best effort (calls are tracked by group anyway)."""
+    import ctypes
+
+    pr_set_child_subreaper = 36
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_child_subreaper, 1, 0, 0, 0)
 
 
 if __name__ == "__main__":

@@ -1,226 +1,204 @@
-"""Starting and killing the processes of one call, inside the sandbox.
+"""Starting a call's command inside the sandbox.
 
-Each call gets a *subreaper*: a forked copy of the agent that stays root,
-marks itself PR_SET_CHILD_SUBREAPER and starts the command as the sandbox
-user. Processes that setsid or double-fork are re-parented to it rather than
-to the agent, so it can always find and kill the whole tree of its call,
-and only of its call. It reports the main process's exit status over a pipe
-as soon as it is known, then keeps reaping background children until none
-is left.
+The agent (PID 1, root) starts each command through a launcher: the static C
+helper (spawn.c) started with posix_spawn, or a fork of the agent when the
+helper is missing. The launcher puts itself in a new session, takes the
+call's group (tracker.py) as its only supplementary group, drops to the
+sandbox user, enters the cwd and execs bash. So the agent is the parent of
+every command and, as PID 1, of every orphan: it reads each main process's
+exit status itself and reaps the rest.
+
+The launcher's only message is why it could not exec: one fixed record
+(type, then two ints) on a close-on-exec pipe, which closes empty when bash
+starts. No string travels, so nothing a model chose (a cwd, a command) can
+change what the record says; the agent words the message itself.
+
+Stdlib only, Python >= 3.9 (runs inside sandboxes).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
+import errno
+import fcntl
 import os
 import signal
-import time
-from typing import Any, Dict, Optional, Set
+import struct
+from typing import Dict, Optional, Tuple
 
-PR_SET_CHILD_SUBREAPER = 36
+REPORT = struct.Struct("=Iii")
+ERROR = 1
+# ERROR records: (stage, errno). spawn.c numbers them the same way.
+STAGE_SETUP, STAGE_USER, STAGE_CWD, STAGE_EXEC = 1, 2, 3, 4
+STAGES = {
+    STAGE_SETUP: "preparing the command's process",
+    STAGE_USER: "dropping to the sandbox user",
+    STAGE_CWD: "cwd",
+    STAGE_EXEC: "/bin/bash",
+}
+# A launcher writes one record; more than this before end-of-file is garbage.
+REPORT_MAX = 4 * REPORT.size
+
+# Where bash finds the call's shell-state channel (background.py); every
+# descriptor the launcher receives is moved above it first, so that no dup2
+# lands on a descriptor still to be moved.
+STATE_FD = 63
+FD_FLOOR = 64
+
+
+class ReportError(ValueError):
+    """The launcher sent bytes that are not a report."""
+
+
+def encode_report(stage: int, err: int) -> bytes:
+    return REPORT.pack(ERROR, stage, err)
+
+
+def decode_report(data: bytes) -> Optional[Tuple[int, int]]:
+    """All a launcher wrote, read to its end: None when the command started,
+    (stage, errno) when it could not; ReportError for anything else."""
+    if not data:
+        return None
+    if len(data) == REPORT.size:
+        kind, stage, err = REPORT.unpack(data)
+        if kind == ERROR and stage in STAGES and err > 0:
+            return stage, err
+    msg = f"{len(data)} bytes that are not one known record ({data[:REPORT_MAX]!r})"
+    raise ReportError(msg)
+
+
+def failure_of_spawn(stage: int, err: int, cwd: str) -> Tuple[str, str]:
+    """(agent error code, message) for a command that could not start."""
+    what = STAGES[stage]
+    if stage == STAGE_CWD:
+        shown = cwd if len(cwd) <= 300 else cwd[:300] + "..."
+        what = f"cwd {shown}"
+    if err in (errno.EAGAIN, errno.ENOMEM):
+        code = "LIMIT_EXCEEDED"
+    elif err in (errno.ENOENT, errno.ENOTDIR):
+        code = "NOT_FOUND"
+    elif stage == STAGE_CWD and err in (errno.EACCES, errno.EPERM, errno.ELOOP):
+        code = "PATH_DENIED"
+    elif err in (errno.E2BIG, errno.ENAMETOOLONG):
+        code = "INVALID_ARGUMENTS"
+    else:
+        code = "INTERNAL"
+    return code, f"{what}: {os.strerror(err)}"
 
 
 @dataclasses.dataclass(frozen=True)
 class Launch:
-    """What a subreaper starts: `bash -c command` as uid:gid in cwd with env."""
+    """`bash -c command` as uid:gid with `group` as its only supplementary
+    group, in cwd with env; its descriptors, all at or above FD_FLOOR."""
 
     command: str
     cwd: str
     env: Dict[str, str]
     uid: int
     gid: int
-    grace_s: float
+    group: int
+    stdin: int
+    stdout: int
+    stderr: int
+    report: int
+    # The shell-state channel (STATE_FD in bash), or -1.
+    state: int = -1
 
 
-class KillRequested(Exception):
-    """Raised by the subreaper's SIGTERM handler to leave a blocking wait."""
+def above_floor(fd: int) -> int:
+    """`fd` moved to FD_FLOOR or above, close-on-exec (the original is closed)."""
+    if fd >= FD_FLOOR:
+        return fd
+    high = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, FD_FLOOR)
+    os.close(fd)
+    return high
 
 
-def descendants(root: int) -> Set[int]:
-    """All live processes below `root`, read from /proc in one pass."""
-    children: Dict[int, list[int]] = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        # The command name may contain spaces and parentheses: split after the last ')'.
-        fields = stat[stat.rfind(b")") + 2 :].split()
-        if len(fields) > 1:
-            children.setdefault(int(fields[1]), []).append(int(name))
-    found: Set[int] = set()
-    stack = [root]
-    while stack:
-        for child in children.get(stack.pop(), []):
-            if child not in found:
-                found.add(child)
-                stack.append(child)
-    return found
-
-
-def _reap_nowait() -> None:
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
-
-
-def kill_tree(grace_s: float) -> None:
-    """TERM everything below this process, then KILL until nothing is left."""
-    me = os.getpid()
-    for pid in descendants(me):
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline:
-        _reap_nowait()
-        if not descendants(me):
-            return
-        time.sleep(0.01)
-    # Killed processes cannot fork, and their children land on us: a few
-    # passes converge even against a fork bomb.
-    while True:
-        left = descendants(me)
-        if not left:
-            break
-        for pid in left:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        _reap_nowait()
-        time.sleep(0.002)
-    _reap_nowait()
-
-
-def _mark_oom_first() -> None:
-    """Make this subreaper, and so everything it starts, the OOM killer's
-    first choice, never the agent (a negative adj for the agent is refused
-    by runc on some hosts). Done here rather than in a preexec_fn between
-    fork and exec, which would cost a Python callback in the child per call;
-    the largest process still goes first among equal adjs."""
-    with open("/proc/self/oom_score_adj", "w") as f:
-        f.write("1000")
-
-
-# The per-call subreaper in C (spawn.c), built by `make`; without it (or with
-# TOOLRT_NATIVE_SPAWN=0) run_subreaper below does the same job from a fork
-# of the agent, at the price of copying a Python process per call.
+# The launcher in C (spawn.c), built by `make`; without it (or with
+# TOOLRT_NATIVE_SPAWN=0) spawn_fork below does the same from a fork of the
+# agent, at the price of copying a Python process per call.
 HELPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "toolrt-spawn")
 NATIVE = os.environ.get("TOOLRT_NATIVE_SPAWN", "1") != "0" and os.access(HELPER, os.X_OK)
+# posix_spawn errors that mean the helper itself cannot run here (a noexec
+# mount, a missing or foreign binary), not that this command cannot.
+HELPER_UNUSABLE = frozenset({errno.ENOENT, errno.EACCES, errno.EPERM, errno.ENOEXEC})
 
 
-def spawn_native(launch: Launch, stdin_fd: int, out_w: int, err_w: int, status_w: int) -> int:
-    """Start the C subreaper with posix_spawn (no copy of the agent); its pid."""
-    grace_ms = str(int(launch.grace_s * 1000))
-    argv = [HELPER, str(launch.uid), str(launch.gid), grace_ms, launch.cwd]
+def spawn_native(launch: Launch) -> int:
+    """Start the C launcher with posix_spawn (no copy of the agent); its pid,
+    which becomes bash's."""
+    argv = [HELPER, str(launch.group), str(launch.uid), str(launch.gid), launch.cwd]
     argv += ["/bin/bash", "-c", launch.command]
+    actions = [
+        (os.POSIX_SPAWN_DUP2, launch.stdin, 0),
+        (os.POSIX_SPAWN_DUP2, launch.stdout, 1),
+        (os.POSIX_SPAWN_DUP2, launch.stderr, 2),
+        (os.POSIX_SPAWN_DUP2, launch.report, 3),
+    ]
+    if launch.state >= 0:
+        actions.append((os.POSIX_SPAWN_DUP2, launch.state, STATE_FD))
+    # The helper runs with the command's environment: it is static, so no
+    # LD_PRELOAD or the like reaches code that still runs as root.
     return os.posix_spawn(
         HELPER,
         argv,
         launch.env,
-        file_actions=[
-            (os.POSIX_SPAWN_DUP2, stdin_fd, 0),
-            (os.POSIX_SPAWN_DUP2, out_w, 1),
-            (os.POSIX_SPAWN_DUP2, err_w, 2),
-            (os.POSIX_SPAWN_DUP2, status_w, 3),
-        ],
-        # Held until the helper takes SIGTERM with sigwaitinfo; Python's
-        # ignored SIGPIPE/SIGXFSZ must not reach the command.
-        setsigmask={signal.SIGTERM},
+        file_actions=actions,
+        setsigmask=(),
+        # Python ignores SIGPIPE and SIGXFSZ; the command must not.
         setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),
     )
 
 
-def run_subreaper(
-    launch: Launch,
-    stdin_fd: int,
-    out_w: int,
-    err_w: int,
-    status_w: int,
-) -> None:
-    """Body of the forked subreaper; never returns."""
-    code = 0
+def spawn_fork(launch: Launch) -> int:
+    """The same as spawn_native from a fork of the agent; the child's pid."""
+    pid = os.fork()
+    if pid:
+        return pid
+    stage = STAGE_SETUP
     try:
         signal.set_wakeup_fd(-1)
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-
-        def on_term(_signum: int, _frame: object) -> None:
-            raise KillRequested
-
-        signal.signal(signal.SIGTERM, on_term)
-        # The agent forked us with SIGTERM blocked so that a kill sent this
-        # early is held until the handler above can turn it into KillRequested.
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
-        # Imported here, in the forked subreaper: with the C helper the agent
-        # never needs them, and they cost every sandbox start-up time and memory.
-        import ctypes
-        import subprocess
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
-        try:
-            _mark_oom_first()
-            # user/group/extra_groups: setgroups([]), setgid, setuid done by
-            # _posixsubprocess in C, without the cost of a preexec_fn.
-            proc = subprocess.Popen(
-                ["/bin/bash", "-c", launch.command],
-                stdin=stdin_fd,
-                stdout=out_w,
-                stderr=err_w,
-                cwd=launch.cwd,
-                env=launch.env,
-                close_fds=True,
-                start_new_session=True,
-                user=launch.uid,
-                group=launch.gid,
-                extra_groups=[],
-            )
-        except KillRequested:
-            raise
-        except BaseException as exc:  # noqa: BLE001 - reported to the daemon, not lost
-            _report(status_w, {"spawn_error": str(exc), "errno": getattr(exc, "errno", None)})
-            os._exit(0)
-        os.close(out_w)
-        if err_w != out_w:
-            os.close(err_w)
-        if stdin_fd > 2:
-            os.close(stdin_fd)
-        _report(status_w, {"pid": proc.pid})
-        try:
-            while True:
-                try:
-                    pid, status = os.waitpid(-1, 0)
-                except ChildProcessError:
-                    break
-                if pid == proc.pid:
-                    _report(status_w, {"status": status})
-        except KillRequested:
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)
-            kill_tree(launch.grace_s)
-    except KillRequested:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        kill_tree(launch.grace_s)
-    except BaseException as exc:  # noqa: BLE001 - the subreaper must always exit
-        # Say why (a call must not end as an unexplained SIGKILL).
-        _report(status_w, {"spawn_error": f"{type(exc).__name__}: {exc}", "errno": None})
-        code = 1
-    os._exit(code)
+        for sig in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGCHLD):
+            signal.signal(sig, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_SETMASK, ())
+        os.setsid()
+        _mark_oom_first()
+        moves = [(launch.stdin, 0), (launch.stdout, 1), (launch.stderr, 2)]
+        if launch.state >= 0:
+            moves.append((launch.state, STATE_FD))
+        for fd, target in moves:
+            os.dup2(fd, target)
+        stage = STAGE_USER
+        os.setgroups([launch.group])
+        os.setgid(launch.gid)
+        os.setuid(launch.uid)
+        stage = STAGE_CWD
+        os.chdir(launch.cwd)
+        stage = STAGE_EXEC
+        os.execve("/bin/bash", ["/bin/bash", "-c", launch.command], launch.env)
+    except OSError as exc:
+        _report(launch.report, stage, exc.errno or errno.EIO)
+    except BaseException:  # noqa: BLE001 - the child must exit, and say why
+        _report(launch.report, STAGE_SETUP, errno.EIO)
+    finally:
+        os._exit(127)
+    return 0  # not reached: for the type checker
 
 
-def _report(fd: int, message: Dict[str, Any]) -> None:
+def _mark_oom_first() -> None:
+    """Make the command the OOM killer's first choice, never the agent (a
+    negative adj for the agent is refused by runc on some hosts); raising
+    it is always allowed, and a command without it is still a command."""
     try:
-        os.write(fd, json.dumps(message).encode() + b"\n")
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write("1000")
+    except OSError:
+        pass
+
+
+def _report(fd: int, stage: int, err: int) -> None:
+    try:
+        os.write(fd, encode_report(stage, err))
     except OSError:
         pass
 

@@ -132,6 +132,9 @@ class Exec(Message):
     # Silence longer than this (0 = never) moves the call on per on_idle.
     idle_timeout_s: float = 0.0
     on_idle: str = "background"
+    # After an idle move to the background, timeout_s still ends the process
+    # (the caller set it); otherwise a process in the background has none.
+    deadline_after_idle: bool = False
     # Answer after settle_s with a process handle; no deadline.
     background: bool = False
     settle_s: float = 0.5

@@ -1,241 +1,84 @@
 /*
- * toolrt-spawn: the per-call subreaper, in C.
+ * toolrt-spawn: the launcher of a call's command, in C.
  *
- * The agent (Python) would otherwise fork itself for every call and fork
- * again to start the command: two copies of a Python process per call. This
- * helper is started with posix_spawn (vfork, no copy) and does the same job
- * as procs.run_subreaper, which stays the fallback when it is not built:
+ * The agent (Python) would otherwise fork itself for every call: a copy of a
+ * Python process per call. This helper is started with posix_spawn (vfork,
+ * no copy) and does what procs.spawn_fork does, which stays the fallback
+ * when it is not built:
  *
- *   toolrt-spawn UID GID GRACE_MS CWD PROGRAM ARG...
+ *   toolrt-spawn GROUP UID GID CWD PROGRAM ARG...
  *
- * fds 0/1/2 are the command's stdin/stdout/stderr, fd 3 the status pipe to
- * the agent; the environment is the command's. It stays root, marks itself
- * PR_SET_CHILD_SUBREAPER (so setsid/double-forked descendants land on it),
- * raises its oom_score_adj to 1000 (inherited: a memory bomb is killed before
- * the agent), starts the command as UID/GID with no supplementary groups,
- * reports {"pid"}, then {"status"} when the main process exits, and keeps
- * reaping until no descendant is left. SIGTERM kills the whole tree: TERM,
- * then KILL after GRACE_MS. Messages are JSON lines, as procs.py writes them.
+ * fds 0/1/2 are the command's stdin/stdout/stderr, fd 3 the report pipe to
+ * the agent; the environment is the command's. It starts a new session,
+ * raises its oom_score_adj to 1000 (a memory bomb is killed before the
+ * agent), takes GROUP as its only supplementary group (the mark by which the
+ * agent finds every process of the call, tracker.py), drops to UID/GID,
+ * enters CWD and execs PROGRAM: its pid becomes the command's, and the agent
+ * reads its exit status itself. When a step fails it writes one fixed
+ * binary record (procs.REPORT: type, stage, errno) to fd 3 and exits 127; fd
+ * 3 is close-on-exec, so it closes empty when PROGRAM starts. No byte of the
+ * cwd or the command ever reaches the agent, so none can change a report.
  */
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
-#include <signal.h>
-#include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/prctl.h>
 #include <sys/types.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
-#define STATUS_FD 3
-#define MAX_PIDS 65536
+#define REPORT_FD 3
 
-static void on_child(int sig) { (void)sig; }
+/* procs.REPORT ("=Iii"), its record type and its stages. */
+enum { REPORT_ERROR = 1 };
+enum { STAGE_SETUP = 1, STAGE_USER = 2, STAGE_CWD = 3, STAGE_EXEC = 4 };
+struct report {
+    uint32_t type;
+    int32_t stage;
+    int32_t err;
+};
 
-static void report(const char *line) {
-    size_t len = strlen(line);
-    while (len > 0) {
-        ssize_t n = write(STATUS_FD, line, len);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return;
-        }
-        line += n;
-        len -= (size_t)n;
+/* One record in one write (12 bytes: atomic on a pipe), then exit. */
+static void fail(int stage, int err) {
+    struct report r = {REPORT_ERROR, stage, err > 0 ? err : EIO};
+    while (write(REPORT_FD, &r, sizeof r) < 0 && errno == EINTR) {
     }
+    _exit(127);
 }
 
-static void report_error(const char *what, int err) {
-    char line[512];
-    /* strerror texts carry no quotes or backslashes: safe in a JSON string. */
-    snprintf(line, sizeof line, "{\"spawn_error\": \"%s: %s\", \"errno\": %d}\n", what,
-             strerror(err), err);
-    report(line);
-}
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-/* Every live process below us, from one pass over /proc. */
-static int descendants(pid_t root, pid_t *out, int cap) {
-    static pid_t pids[MAX_PIDS], ppids[MAX_PIDS];
-    int n = 0;
-    DIR *proc = opendir("/proc");
-    if (proc == NULL)
-        return 0;
-    struct dirent *entry;
-    while ((entry = readdir(proc)) != NULL && n < MAX_PIDS) {
-        if (entry->d_name[0] < '0' || entry->d_name[0] > '9')
-            continue;
-        char path[300], buf[512];
-        snprintf(path, sizeof path, "/proc/%s/stat", entry->d_name);
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-            continue;
-        ssize_t len = read(fd, buf, sizeof buf - 1);
-        close(fd);
-        if (len <= 0)
-            continue;
-        buf[len] = '\0';
-        /* The command name may hold spaces and parentheses: parse after the last ')'. */
-        char *close_paren = strrchr(buf, ')');
-        if (close_paren == NULL)
-            continue;
-        char state;
-        int ppid;
-        if (sscanf(close_paren + 1, " %c %d", &state, &ppid) != 2)
-            continue;
-        pids[n] = (pid_t)atoi(entry->d_name);
-        ppids[n] = (pid_t)ppid;
-        n++;
-    }
-    closedir(proc);
-    /* Breadth-first from root over the parent links. */
-    int found = 0, head = 0;
-    pid_t queue_root = root;
-    for (;;) {
-        for (int i = 0; i < n && found < cap; i++) {
-            if (ppids[i] == queue_root && pids[i] != root) {
-                int seen = 0;
-                for (int j = 0; j < found; j++)
-                    if (out[j] == pids[i])
-                        seen = 1;
-                if (!seen)
-                    out[found++] = pids[i];
-            }
-        }
-        if (head >= found)
-            break;
-        queue_root = out[head++];
-    }
-    return found;
-}
-
-static void reap_nowait(void) {
-    while (waitpid(-1, NULL, WNOHANG) > 0) {
-    }
-}
-
-static void kill_tree(double grace_s) {
-    static pid_t found[MAX_PIDS];
-    pid_t me = getpid();
-    int n = descendants(me, found, MAX_PIDS);
-    for (int i = 0; i < n; i++)
-        kill(found[i], SIGTERM);
-    double deadline = now() + grace_s;
-    struct timespec pause = {0, 10 * 1000 * 1000};
-    while (now() < deadline) {
-        reap_nowait();
-        if (descendants(me, found, MAX_PIDS) == 0)
-            return;
-        nanosleep(&pause, NULL);
-    }
-    /* Killed processes cannot fork and their children land on us: a few
-     * passes converge even against a fork bomb. */
-    struct timespec brief = {0, 2 * 1000 * 1000};
-    for (;;) {
-        n = descendants(me, found, MAX_PIDS);
-        if (n == 0)
-            break;
-        for (int i = 0; i < n; i++)
-            kill(found[i], SIGKILL);
-        reap_nowait();
-        nanosleep(&brief, NULL);
-    }
-    reap_nowait();
+static unsigned long number(const char *text) {
+    char *end;
+    errno = 0;
+    unsigned long value = strtoul(text, &end, 10);
+    if (errno != 0 || end == text || *end != '\0' || value > 0xFFFFFFFEul)
+        fail(STAGE_SETUP, EINVAL);
+    return value;
 }
 
 int main(int argc, char **argv) {
-    if (argc < 6) {
-        report_error("usage: toolrt-spawn UID GID GRACE_MS CWD PROGRAM ARG...", EINVAL);
-        return 2;
-    }
-    uid_t uid = (uid_t)strtoul(argv[1], NULL, 10);
-    gid_t gid = (gid_t)strtoul(argv[2], NULL, 10);
-    double grace_s = strtod(argv[3], NULL) / 1000.0;
+    fcntl(REPORT_FD, F_SETFD, FD_CLOEXEC);
+    if (argc < 6)
+        fail(STAGE_SETUP, EINVAL); /* usage: toolrt-spawn GROUP UID GID CWD PROGRAM ARG... */
+    gid_t group = (gid_t)number(argv[1]);
+    uid_t uid = (uid_t)number(argv[2]);
+    gid_t gid = (gid_t)number(argv[3]);
     const char *cwd = argv[4];
     char **command = &argv[5];
 
-    fcntl(STATUS_FD, F_SETFD, FD_CLOEXEC);
-    /* SIGTERM (kill the call) and SIGCHLD stay blocked and are taken with
-     * sigwaitinfo: no window where a kill request can be missed. The agent
-     * spawned us with SIGTERM already blocked. */
-    struct sigaction chld = {0};
-    chld.sa_handler = on_child;
-    sigemptyset(&chld.sa_mask);
-    sigaction(SIGCHLD, &chld, NULL);
-    sigset_t waitset, none;
-    sigemptyset(&waitset);
-    sigaddset(&waitset, SIGTERM);
-    sigaddset(&waitset, SIGCHLD);
-    sigemptyset(&none);
-    sigprocmask(SIG_BLOCK, &waitset, NULL);
-
-    if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0) {
-        report_error("prctl(PR_SET_CHILD_SUBREAPER)", errno);
-        return 1;
-    }
+    if (setsid() < 0)
+        fail(STAGE_SETUP, errno);
     int adj = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
     if (adj >= 0) {
         ssize_t ignored = write(adj, "1000", 4);
         (void)ignored;
         close(adj);
     }
-
-    pid_t child = fork();
-    if (child < 0) {
-        report_error("fork", errno);
-        return 1;
-    }
-    if (child == 0) {
-        struct sigaction dfl = {0};
-        dfl.sa_handler = SIG_DFL;
-        sigaction(SIGCHLD, &dfl, NULL);
-        sigprocmask(SIG_SETMASK, &none, NULL);
-        setsid();
-        if (setgroups(0, NULL) != 0 || setgid(gid) != 0 || setuid(uid) != 0) {
-            report_error("dropping to the sandbox user", errno);
-            _exit(127);
-        }
-        if (chdir(cwd) != 0) {
-            int err = errno;
-            char what[300];
-            snprintf(what, sizeof what, "cwd %.256s", cwd);
-            report_error(what, err);
-            _exit(127);
-        }
-        execv(command[0], command);
-        report_error(command[0], errno);
-        _exit(127);
-    }
-    char line[64];
-    snprintf(line, sizeof line, "{\"pid\": %d}\n", (int)child);
-    report(line);
-
-    for (;;) {
-        int status;
-        pid_t pid;
-        while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-            if (pid == child) {
-                snprintf(line, sizeof line, "{\"status\": %d}\n", status);
-                report(line);
-            }
-        }
-        if (pid < 0 && errno == ECHILD)
-            return 0; /* nothing left below us */
-        int sig = sigwaitinfo(&waitset, NULL);
-        if (sig == SIGTERM) {
-            kill_tree(grace_s);
-            return 0;
-        }
-    }
+    if (setgroups(1, &group) != 0 || setgid(gid) != 0 || setuid(uid) != 0)
+        fail(STAGE_USER, errno);
+    if (chdir(cwd) != 0)
+        fail(STAGE_CWD, errno);
+    execv(command[0], command);
+    fail(STAGE_EXEC, errno);
+    return 127;
 }

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from runtime.agent import protocol
 from runtime.constants import WORKSPACE
-from runtime.errors import CallTimeout, FileMissing, LimitExceeded
+from runtime.errors import CallTimeout, FileMissing, InvalidArguments, LimitExceeded, PathDenied
 from runtime.tools.base import Tool, ToolContext
 from runtime.tools.files import checked_path
 from runtime.tools.output import render_stream
@@ -64,7 +64,10 @@ process_output, stop it with process_kill), or is killed with on_idle: "kill". \
 For quiet builds or test runs that legitimately print nothing for minutes, \
 raise idle_timeout_s. timeout_s (default and maximum set by the session) is a \
 hard wall-clock limit: the command and everything it started are killed \
-(reason "deadline").
+(reason "deadline"). A timeout_s you pass still holds after a move to the \
+background: the process and its children are killed at that deadline \
+(process_output then says state "killed"); without timeout_s, a command moved \
+to the background runs until you stop it or the session ends.
 
 Servers and watchers: start them with background: true; you get a \
 process_id, the pid and the first output at once, and the process runs until \
@@ -93,7 +96,8 @@ class ShellArgs(BaseModel):
         gt=0,
         allow_inf_nan=False,
         description="Seconds before the command and its children are killed "
-        "(capped by the session's maximum).",
+        "(capped by the session's maximum); still applies if it moves to the background "
+        "when silent.",
     )
     idle_timeout_s: float | None = Field(
         None,
@@ -195,6 +199,9 @@ def exec_request(
         # Silence longer than the deadline can never be noticed: leave it off.
         idle_timeout_s=idle if idle < timeout else 0,
         on_idle=args.on_idle,
+        # Only a timeout the caller chose bounds a command moved to the
+        # background when silent; the default would end a quiet server.
+        deadline_after_idle=args.timeout_s is not None,
         background=args.background,
         settle_s=ctx.shell.settle_s,
         max_background=ctx.shell.max_background,
@@ -221,14 +228,18 @@ async def run_shell(ctx: ToolContext, args: ShellArgs) -> dict[str, Any]:
     notes: list[str] = []
     try:
         result, data = await ctx.agent.exec(request, stdin, ctx.on_output)
-    except FileMissing:
+    except (FileMissing, PathDenied, InvalidArguments) as exc:
         if args.cwd is not None or state.cwd == HOME:
             raise
-        # The remembered directory was removed since: start over at home.
+        # The remembered directory cannot be entered any more (removed,
+        # locked, replaced): start over at home. A failure that is not about
+        # the directory fails again there, and the directory is kept.
+        result, data = await ctx.agent.exec(replace(request, cwd=HOME), stdin, ctx.on_output)
         gone, state.cwd = state.cwd, HOME
-        request = replace(request, cwd=HOME)
-        result, data = await ctx.agent.exec(request, stdin, ctx.on_output)
-        notes.append(f"the previous working directory {gone} no longer exists; ran in {HOME}")
+        why = "no longer exists"
+        if not isinstance(exc, FileMissing):
+            why = f"cannot be entered ({str(exc).rsplit(': ', 1)[-1]})"
+        notes.append(f"the previous working directory {gone} {why}; ran in {HOME}")
     output = shell_output(result, data)
     notes += result.notes
     if result.shell_state is not None:

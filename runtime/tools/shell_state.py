@@ -17,6 +17,14 @@ from runtime.tools.base import ToolContext
 
 HOME = WORKSPACE
 STATE_KEY = "shell"
+# Variables that make every later shell run code or change its options before
+# the command: an export of them is for its own call, never kept.
+STARTUP_VARS = frozenset({"BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "BASH_XTRACEFD", "PS4"})
+EXPORTED_FUNCTION = "BASH_FUNC_"
+
+
+def runs_at_shell_start(name: str) -> bool:
+    return name in STARTUP_VARS or name.startswith(EXPORTED_FUNCTION)
 
 
 @dataclass
@@ -62,13 +70,30 @@ class ShellState:
                     f"({', '.join(policy.read_roots)}); the next call starts in {self.cwd}"
                 )
         env = report.env
+        refused: list[str] = []
         if persist_env and env is not None:
             for key, value in env.items():
-                if sent_env.get(key) != value:
-                    self.env_set[key] = str(value)
-                    self.env_unset.discard(key)
+                if sent_env.get(key) == value:
+                    continue
+                if runs_at_shell_start(key):
+                    refused.append(key)
+                    continue
+                self.env_set[key] = str(value)
+                self.env_unset.discard(key)
             for key in sent_env:
                 if key not in env:
                     self.env_unset.add(key)
                     self.env_set.pop(key, None)
+        if refused:
+            names = ", ".join(
+                f"function {k[len(EXPORTED_FUNCTION) :].removesuffix('%%')}"
+                if k.startswith(EXPORTED_FUNCTION)
+                else k
+                for k in sorted(refused)
+            )
+            kept = (
+                f"not kept for later calls: {names} (they would run code or set options "
+                "at the start of every later command; pass them with `env` for one call)"
+            )
+            note = f"{note}; {kept}" if note else kept
         return note

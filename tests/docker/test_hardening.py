@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from runtime.agent.procs import STATE_FD
+
 pytestmark = pytest.mark.docker
 
 
@@ -43,7 +45,9 @@ def test_commands_run_unprivileged_without_network(session):
     out = result.output["stdout"]
     lines = out.splitlines()
     assert lines[0] == "1000"
-    assert lines[1] == "1000"  # no supplementary groups
+    # The call's own group (the agent finds the call's processes by it), no other.
+    groups = lines[1].split()
+    assert groups[0] == "1000" and len(groups) == 2 and int(groups[1]) >= 200_000, groups
     assert "CapEff:\t0000000000000000" in out
     assert "CapPrm:\t0000000000000000" in out
     assert "NoNewPrivs:\t1" in out
@@ -79,10 +83,13 @@ def test_user_code_cannot_kill_or_write_into_the_agent(session):
 
 
 def test_protocol_descriptors_are_not_inherited(session):
-    result = session.shell("ls /proc/self/fd")
-    fds = sorted(int(x) for x in result.output["stdout"].split())
-    # bash's own 0,1,2 and ls's directory handle: nothing of the agent.
-    assert max(fds) <= 3, fds
+    result = session.shell(f"ls /proc/self/fd; readlink /proc/self/fd/{STATE_FD}")
+    *listed, state = result.output["stdout"].split()
+    fds = sorted(int(x) for x in listed)
+    # bash's own 0,1,2 and ls's directory handle; of the agent only the
+    # call's shell-state socket, which takes reports from bash alone.
+    assert fds == [0, 1, 2, 3, STATE_FD], fds
+    assert state.startswith("socket:"), state
 
 
 def test_session_env_reaches_commands_only(client, docker_client):

@@ -1,4 +1,4 @@
-"""Both ways a call's subreaper starts: the C helper, and the agent's fork."""
+"""Both ways a call's command starts: the C launcher, and the agent's fork."""
 
 from __future__ import annotations
 
@@ -15,24 +15,40 @@ from tests.helpers import user_processes
 pytestmark = pytest.mark.docker
 
 
-def processes_during(client, session, docker_client, command: str) -> list[str]:
-    """The sandbox's process list while `command` (which sleeps) runs."""
-    seen: list[str] = []
+def processes_during(client, session, docker_client, command: str) -> list[list[str]]:
+    """The sandbox's processes (pid, ppid, user, args) while `command`
+    (which runs `sleep 41`) runs."""
+    seen: list[list[str]] = []
     call = threading.Thread(target=session.shell, args=(command,), kwargs={"timeout_s": 3})
     call.start()
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and not any("sleep 41" in p for p in seen):
+    while time.monotonic() < deadline and not any("sleep 41" in p[3] for p in seen):
         time.sleep(0.1)
-        top = docker_client.containers.get(f"toolrt-{session.id}").top(ps_args="-eo pid,user,args")
-        seen = [" ".join(p[1:]) for p in top["Processes"]]
+        top = docker_client.containers.get(f"toolrt-{session.id}").top(
+            ps_args="-eo pid,ppid,user,args"
+        )
+        seen = [[*p[:3], " ".join(p[3:])] for p in top["Processes"]]
     call.join(10)
     return seen
 
 
-def test_the_c_helper_is_built_and_used(client, session, docker_client):
+def assert_the_agent_is_the_commands_parent(seen: list[list[str]]) -> None:
+    """agent → bash (not root) → sleep: no launcher stays. (Host pids and
+    user names: docker top looks from outside.)"""
+    by_pid = {p[0]: p for p in seen}
+    [agent] = [p for p in seen if "/opt/toolrt/agent/main.py" in p[3]]
+    [sleep] = [p for p in seen if p[3] == "sleep 41"]
+    shell = by_pid[sleep[1]]
+    assert shell[3].startswith("/bin/bash -c ") and shell[2] != "root", seen
+    assert shell[1] == agent[0] and not any("toolrt-spawn" in p[3] for p in seen), seen
+
+
+def test_the_c_helper_is_built_and_the_command_is_the_agents_child(client, session, docker_client):
     assert Path(procs.HELPER).exists(), "run `make helper` (make test builds it)"
-    seen = processes_during(client, session, docker_client, "sleep 41")
-    assert any(p.startswith("root") and "toolrt-spawn" in p for p in seen), seen
+    assert session.shell("test -x /opt/toolrt/agent/toolrt-spawn").output["exit_code"] == 0
+    assert_the_agent_is_the_commands_parent(
+        processes_during(client, session, docker_client, "sleep 41")
+    )
 
 
 @pytest.mark.parametrize("native", [True, False], ids=["helper", "fork"])
@@ -53,6 +69,6 @@ def test_either_way_a_timeout_kills_the_whole_tree(make_daemon, docker_client, n
         assert ok.output["stdout"] == "1000\nCapEff:\t0000000000000000\n"
         missing = session.shell("true", cwd="/workspace/nope")
         assert missing.error_code == "NOT_FOUND"
-        if not native:
-            seen = processes_during(client, session, docker_client, "sleep 41")
-            assert not any("toolrt-spawn" in p for p in seen), seen
+        assert_the_agent_is_the_commands_parent(
+            processes_during(client, session, docker_client, "sleep 41")
+        )

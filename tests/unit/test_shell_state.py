@@ -2,32 +2,46 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from runtime.agent.background import Ring, parse_state, partial_utf8_tail, wrap_command
+from runtime.agent.background import Ring, partial_utf8_tail
+from runtime.agent.procs import STATE_FD
 from runtime.agent.protocol import ShellReport
+from runtime.agent.state import Malformed, StateChannel, parse_report, wrap_command
 from runtime.policy.allowlist import PathPolicy
 from runtime.tools.shell_state import ShellState
 
 
-def run_wrapped(tmp_path: Path, command: str, **options: bool) -> tuple[int, str, str, dict]:
-    state_file = tmp_path / "state"
-    wrapped = wrap_command(
-        command, str(state_file), options.get("pipefail", False), options.get("env", False)
-    )
-    proc = subprocess.run(
-        ["bash", "-c", wrapped],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        env={"PATH": "/usr/bin:/bin", "KEEP": "1"},
-        check=False,
-    )
-    data = state_file.read_bytes() if state_file.exists() else b""
-    return proc.returncode, proc.stdout, proc.stderr, parse_state(data)
+def run_wrapped(tmp_path: Path, command: str, **options: bool) -> tuple[int, str, str, Any]:
+    """Run `command` wrapped as the agent would, its state channel at STATE_FD."""
+    with_env = options.get("env", False)
+    wrapped = wrap_command(command, True, options.get("pipefail", False), with_env)
+    channel = StateChannel()
+    os.dup2(channel.peer, STATE_FD)
+    os.close(channel.peer)
+    try:
+        proc = subprocess.Popen(
+            ["bash", "-c", wrapped],
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={"PATH": "/usr/bin:/bin", "KEEP": "1"},
+            pass_fds=(STATE_FD,),
+        )
+    finally:
+        os.close(STATE_FD)
+    channel.shell_pid = proc.pid
+    out, err = proc.communicate(timeout=30)
+    channel.read(4096)
+    channel.close()
+    report, notes = channel.outcome(with_env)
+    return proc.returncode, out, err, (report, notes)
 
 
 @pytest.mark.parametrize(
@@ -44,7 +58,7 @@ def test_wrapper_leaves_output_alone_and_reports_the_final_directory(tmp_path):
         tmp_path, "set -o noclobber; umask 077; cd 'sub dir'; echo out; echo err >&2; exit 3"
     )
     assert (code, out, err) == (3, "out\n", "err\n")
-    assert state == ShellReport(cwd=str((tmp_path / "sub dir").resolve()))
+    assert state == (ShellReport(cwd=str((tmp_path / "sub dir").resolve())), [])
 
 
 def test_wrapper_keeps_line_numbers_of_errors(tmp_path):
@@ -54,23 +68,73 @@ def test_wrapper_keeps_line_numbers_of_errors(tmp_path):
 
 
 def test_wrapper_reports_exports_and_pipefail(tmp_path):
-    _, _, _, state = run_wrapped(tmp_path, "export NEW='a b'; unset KEEP", env=True)
-    assert state.env is not None
-    assert state.env["NEW"] == "a b"
+    _, _, _, (state, notes) = run_wrapped(
+        tmp_path, "export NEW='a b'$'\\n''c'; unset KEEP; set -eu -o posix; IFS=,", env=True
+    )
+    assert notes == [] and state.env is not None
+    assert state.env["NEW"] == "a b\nc"
     assert "KEEP" not in state.env
     assert "PWD" not in state.env and "SHLVL" not in state.env
     assert run_wrapped(tmp_path, "false | true")[0] == 0
     assert run_wrapped(tmp_path, "false | true", pipefail=True)[0] == 1
 
 
-def test_without_a_fifo_only_the_options_are_added(tmp_path):
-    assert wrap_command("echo hi", "", False, False) == "echo hi"
-    assert wrap_command("echo hi", "", True, False) == "set -o pipefail; echo hi"
+def test_without_a_report_only_the_options_are_added(tmp_path):
+    assert wrap_command("echo hi", False, False, False) == "echo hi"
+    assert wrap_command("echo hi", False, True, False) == "set -o pipefail; echo hi"
 
 
-def test_parse_state_of_nothing_is_empty():
-    assert parse_state(b"") == ShellReport()
-    assert parse_state(b"\x00") == ShellReport()  # pwd failed: the directory was removed
+def test_reports_from_other_processes_are_ignored_with_a_note(tmp_path):
+    (tmp_path / "real").mkdir()
+    (tmp_path / "fake").mkdir()
+    # A child replays the shell's own trap from elsewhere; the shell's report stands.
+    _, _, _, (state, notes) = run_wrapped(
+        tmp_path,
+        'cd real; bash -c "cd ../fake; $(trap -p EXIT)"; python3 -c "import os; '
+        f"os.write({STATE_FD}, b'junk')\"",
+    )
+    assert state == ShellReport(cwd=str((tmp_path / "real").resolve()))
+    [note] = notes
+    assert note.startswith("ignored ") and "other processes" in note
+
+
+def test_a_report_the_shell_garbled_is_refused_whole(tmp_path):
+    (tmp_path / "sub").mkdir()
+    _, _, _, (state, notes) = run_wrapped(tmp_path, f"cd sub; printf junk >&{STATE_FD}")
+    assert state is None
+    assert "malformed" in notes[0]
+
+
+def test_a_removed_directory_reports_no_directory(tmp_path):
+    (tmp_path / "gone").mkdir()
+    _, _, _, (state, _) = run_wrapped(tmp_path, "cd gone; rmdir ../gone")
+    assert state == ShellReport(cwd="")
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",
+        b"toolrt-state-1\x00/w\n\x00",
+        b"toolrt-state-1\x00w\n\x00END\x00",
+        b"toolrt-state-1\x00/w\n\x00X=1\x00END\x00",
+        b"junk\x00/w\n\x00END\x00",
+        b"toolrt-state-1\x00/w\n\x00END\x00more",
+    ],
+)
+def test_parse_refuses_what_the_trap_does_not_write(data):
+    with pytest.raises(Malformed):
+        parse_report(data, with_env=False)
+
+
+def test_parse_with_env():
+    ok = b"toolrt-state-1\x00/w\n\x00ENV\x00A=1\x00PWD=/w\x00ENV-END\x00END\x00"
+    assert parse_report(ok, with_env=True) == (ShellReport(cwd="/w", env={"A": "1"}), "")
+    no_env = b"toolrt-state-1\x00/w\n\x00ENV\x00END\x00"
+    report, note = parse_report(no_env, with_env=True)
+    assert report == ShellReport(cwd="/w") and "exports" in note
+    with pytest.raises(Malformed):
+        parse_report(b"toolrt-state-1\x00/w\n\x00ENV\x00=x\x00ENV-END\x00END\x00", True)
 
 
 def test_ring_keeps_the_newest_bytes_and_counts_what_fell_off():
@@ -132,3 +196,12 @@ def test_state_records_directory_and_environment_changes():
     assert note is not None and "/etc" in note
     assert state.cwd == "/workspace/src"
     assert state.env_set == {"NEW": "2"}
+
+
+def test_exports_that_run_code_at_shell_start_are_not_kept():
+    state = ShellState()
+    env = {"BASH_ENV": "/w/x", "BASH_FUNC_f%%": "() { :\n}", "SHELLOPTS": "xtrace", "OK": "1"}
+    note = state.record(ShellReport(cwd="/workspace", env=env), {}, persist_env=True)
+    assert state.env_set == {"OK": "1"}
+    assert note is not None
+    assert "BASH_ENV, SHELLOPTS, function f" in note or "BASH_ENV" in note and "function f" in note
