@@ -22,6 +22,7 @@ from . import procs, protocol, tracker
 from .background import Proc, Registry
 from .capture import READ_CHUNK, Capture
 from .ops import operation
+from .redact import Redactor, Stream
 from .state import StateChannel
 
 if TYPE_CHECKING:
@@ -34,7 +35,7 @@ SANDBOX_GID = int(os.environ.get("TOOLRT_SANDBOX_GID", "1000"))
 class Call:
     """One command, and its processes, from its request until they are gone."""
 
-    def __init__(self, rid: int, request: protocol.Exec, group: int) -> None:
+    def __init__(self, rid: int, request: protocol.Exec, group: int, redactor: Redactor) -> None:
         self.rid = rid
         self.request = request
         # Every process of the call carries it (tracker.py).
@@ -48,6 +49,13 @@ class Call:
             "stdout": Capture(cap, head),
             "stderr": Capture(cap, head),
         }
+        # Secrets are redacted before anything is captured, streamed or
+        # kept for a background read; bytes read so far, redacted or held.
+        self.redactors: Dict[str, Stream] = {
+            "stdout": redactor.stream(),
+            "stderr": redactor.stream(),
+        }
+        self.read_bytes = 0
         # The main process (the launcher, then bash): the agent's own child.
         self.pid = 0
         self.status: Optional[int] = None  # its wait status, once reaped
@@ -116,6 +124,8 @@ class CallOps:
     by_pid: Dict[int, Call]
     groups: tracker.Groups
     background: Registry
+    # The session's secrets (redact.op_secrets replaces it).
+    redactor: Redactor = Redactor()
 
     if TYPE_CHECKING:
 
@@ -137,7 +147,7 @@ class CallOps:
                 "stop one with process_kill",
             )
             return
-        call = Call(rid, request, self.groups.allocate())
+        call = Call(rid, request, self.groups.allocate(), self.redactor)
         self.wrap(call)
         # The command's ends go above procs.FD_FLOOR, clear of its 0-3.
         out_r, out_w = os.pipe2(os.O_CLOEXEC)
@@ -155,7 +165,7 @@ class CallOps:
         launch = procs.Launch(
             command=call.command,
             cwd=request.cwd,
-            env=request.env,
+            env=self.redactor.environment(request.env),
             uid=SANDBOX_UID,
             gid=SANDBOX_GID,
             group=call.group,
@@ -221,19 +231,28 @@ class CallOps:
         if not data:
             self.sel.unregister(fd)
             os.close(fd)
-            call.fds.pop(fd, None)
+            name = call.fds.pop(fd)
+            self.take_output(call, name, call.redactors[name].flush())
             if not draining:
                 self.maybe_finish(call)
             return
+        call.read_bytes += len(data)
+        name = call.fds[fd]
+        if not call.done:
+            call.last_output = time.monotonic()
+        self.take_output(call, name, call.redactors[name].feed(data))
+
+    def take_output(self, call: Call, name: str, data: bytes) -> None:
+        """Redacted output: the call's capture and stream, or once the call
+        is answered, the ring of its background process (else nowhere: a
+        background child still writing neither blocks on a full pipe nor
+        dies of SIGPIPE)."""
+        if not data:
+            return
         if call.done:
-            # A background child still writes: drain (into the ring of a
-            # background process, else nowhere), so it neither blocks on a
-            # full pipe nor dies of SIGPIPE.
             if call.proc is not None:
                 call.proc.ring.add(data)
             return
-        call.last_output = time.monotonic()
-        name = call.fds[fd]
         call.captures[name].add(data)
         if call.stream and call.stream_budget > 0:
             chunk = data[: call.stream_budget]
@@ -301,9 +320,9 @@ class CallOps:
         """Take what the main process wrote before it exited."""
         for fd in list(call.fds):
             while fd in call.fds and not call.done:
-                before = call.captures[call.fds[fd]].total
+                before = call.read_bytes
                 self.on_output(fd, call, draining=True)
-                if fd in call.fds and call.captures[call.fds[fd]].total == before:
+                if fd in call.fds and call.read_bytes == before:
                     break
 
     def maybe_finish(self, call: Call) -> None:
@@ -333,6 +352,10 @@ class CallOps:
     def finish(self, call: Call) -> None:
         if call.done:
             return
+        # Its output has ended (or is dropped from now on): what could have
+        # begun a secret is taken as it is, redacted.
+        for name, stream in call.redactors.items():
+            self.take_output(call, name, stream.flush())
         call.done = True
         self.calls.pop(call.rid, None)
         self.settle_state(call)

@@ -85,12 +85,20 @@ def _register(request_type: Type[protocol.Message], fn: FileOp) -> None:
 
 for _request_type, _fn in (
     (protocol.Resolve, files.resolve),
-    (protocol.Read, files.read),
     (protocol.Write, files.write),
     (protocol.Unlink, files.unlink),
     (protocol.ListDir, files.list_dir),
 ):
     _register(_request_type, _fn)
+
+
+@operation(protocol.Read)
+def op_read(agent: Agent, rid: int, request: protocol.Read, body: bytes) -> None:
+    def run() -> Tuple[protocol.Message, bytes]:
+        reply, data = files.read(request, body)
+        return reply, agent.redactor.redact(data) if request.redact else data
+
+    serve(agent, rid, request.deadline_s, run)
 
 
 @operation(protocol.Extract)
@@ -118,7 +126,7 @@ def op_archive(agent: Agent, rid: int, request: protocol.Archive, body: bytes) -
     def run() -> Tuple[protocol.Message, bytes]:
         from . import pack
 
-        return pack.archive(request, emit), b""
+        return pack.archive(request, emit, agent.redactor), b""
 
     serve(agent, rid, request.deadline_s, run)
 

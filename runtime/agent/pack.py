@@ -6,11 +6,18 @@ following links), so a directory renamed or swapped for a symlink while the
 archive is written is never followed out of the tree that was asked for.
 Symlinks are stored as links; sockets, FIFOs and devices are left out.
 
+Text files (regular files whose content is valid UTF-8) have the session's
+secrets redacted: one of at most REDACT_MAX_BYTES is read whole and stored
+with the size of its redacted content, so every tar header is true; a larger
+one that holds a secret is refused (its header would have to be written
+before its content is known). Other files travel as they are.
+
 Stdlib only, Python >= 3.9 (runs inside sandboxes).
 """
 
 from __future__ import annotations
 
+import codecs
 import io
 import os
 import posixpath
@@ -21,6 +28,10 @@ from typing import Any, Callable, Optional
 from . import budget, protocol
 from .files import FileOpError, open_parent, os_failure
 from .protocol import CHUNK_BYTES, LIMIT_EXCEEDED
+from .redact import Redactor
+
+# Text files up to this size are redacted in memory.
+REDACT_MAX_BYTES = 8 << 20
 
 OPEN_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -68,9 +79,34 @@ class _Checked:
         return data
 
 
+def _is_text(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _holds_secret_as_text(f: Any, redactor: Redactor) -> bool:
+    """Whether a file read to its end is valid UTF-8 and holds a secret."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    tail, found = b"", False
+    while True:
+        data = f.read(CHUNK_BYTES)
+        try:
+            decoder.decode(data, final=not data)
+        except UnicodeDecodeError:
+            return False
+        if not data:
+            return found
+        found = found or redactor.found(tail + data)
+        tail = (tail + data)[-redactor.longest :]
+
+
 class _Packer:
-    def __init__(self, tar: tarfile.TarFile) -> None:
+    def __init__(self, tar: tarfile.TarFile, redactor: Redactor) -> None:
         self.tar = tar
+        self.redactor = redactor
         self.count = 0
 
     def add(self, dir_fd: int, name: str, arcname: str, path: str) -> Optional[os.stat_result]:
@@ -100,8 +136,29 @@ class _Packer:
                         protocol.PATH_DENIED, f"{path}: replaced while it was being archived"
                     )
                 info.size = now.st_size
-                self._add(info, _Checked(f))
+                self._add_file(info, _Checked(f), path)
         return None
+
+    def _add_file(self, info: tarfile.TarInfo, f: _Checked, path: str) -> None:
+        if self.redactor.regex is None:
+            self._add(info, f)
+            return
+        data = f.read(REDACT_MAX_BYTES + 1)
+        if len(data) <= REDACT_MAX_BYTES:
+            if _is_text(data):
+                data = self.redactor.redact(data)
+            info.size = len(data)
+            self._add(info, io.BytesIO(data))
+            return
+        f.f.seek(0)
+        if _holds_secret_as_text(f, self.redactor):
+            raise FileOpError(
+                LIMIT_EXCEEDED,
+                f"{path}: a text file over {REDACT_MAX_BYTES} bytes that holds a secret "
+                "of the session; it is too large to redact in a download",
+            )
+        f.f.seek(0)
+        self._add(info, f)
 
     def _add(self, info: tarfile.TarInfo, fileobj: Any = None) -> None:
         self.tar.addfile(info, fileobj)
@@ -139,11 +196,13 @@ class _Packer:
                 self.add(walk_fd, entry, f"{arcname}/{rel}", f"{path}/{rel}")
 
 
-def archive(request: protocol.Archive, emit: Callable[[bytes], None]) -> protocol.Transferred:
-    """Tar the given (resolved) paths, streamed in chunks."""
+def archive(
+    request: protocol.Archive, emit: Callable[[bytes], None], redactor: Redactor
+) -> protocol.Transferred:
+    """Tar the given (resolved) paths, streamed in chunks, secrets redacted."""
     writer = _ChunkWriter(emit, request.max_bytes)
     with tarfile.open(fileobj=writer, mode="w|", format=tarfile.PAX_FORMAT) as tar:
-        packer = _Packer(tar)
+        packer = _Packer(tar, redactor)
         for path in request.paths:
             packer.tree(path)
     writer.flush_all()

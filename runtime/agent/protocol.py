@@ -119,6 +119,15 @@ class Pong(Message):
 
 
 @dataclasses.dataclass
+class Secrets(Message):
+    """The session's secrets, sent once before its first command: the body is
+    a JSON object of NAME to value (redact.encode_secrets), so values never
+    sit in a header. Answered with Done."""
+
+    OP: ClassVar[str] = "secrets"
+
+
+@dataclasses.dataclass
 class Exec(Message):
     """Run a bash command as the sandbox user; the body is its stdin."""
 
@@ -293,6 +302,9 @@ class Read(Message):
     offset: int = 1
     limit: int = 2000
     deadline_s: float = FILE_OP_SECONDS
+    # Replace the session's secrets in the body (off only for edits, which
+    # write the content back).
+    redact: bool = True
 
 
 @dataclasses.dataclass
@@ -411,6 +423,7 @@ class Transferred(Message):
 REQUESTS: Tuple[Type[Message], ...] = (
     Hello,
     Ping,
+    Secrets,
     Exec,
     Cancel,
     ProcessList,

@@ -26,6 +26,7 @@ from . import procs, protocol
 
 if TYPE_CHECKING:
     from .calls import Call
+    from .redact import Redactor
 
 # Variables bash itself sets: never worth persisting.
 SHELL_OWN_VARS = frozenset({"PWD", "OLDPWD", "SHLVL", "_"})
@@ -209,6 +210,7 @@ class StateOps:
     """The agent's methods for shell state; a mixin of `loop.Agent`."""
 
     sel: selectors.BaseSelector
+    redactor: Redactor
 
     def wrap(self, call: Call) -> None:
         """Prefix the command with its options and the state-reporting trap,
@@ -247,3 +249,7 @@ class StateOps:
         if call.status is not None:
             call.shell_state, notes = channel.outcome(call.request.report_env)
             call.notes += notes
+            if call.shell_state is not None and call.shell_state.env is not None:
+                # The daemon keeps exports: references to secrets, never values.
+                call.shell_state.env, notes = self.redactor.references(call.shell_state.env)
+                call.notes += notes
