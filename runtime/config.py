@@ -186,7 +186,7 @@ class TenantQuota(BaseModel):
     runtimes: list[str] | None = None
     """OCI runtimes its sessions may run under, as in `runtime` ("" is the engine's default)."""
     secrets: list[str] | None = None
-    """Secret names it may request (enforced once sessions get secrets)."""
+    """Secret names (from `secrets_file`) it may request."""
     network_allow_max: list[str] | None = None
     """Host patterns it may request (enforced once sessions get network egress)."""
     snapshot_max_bytes: int | None = Field(None, ge=0)
@@ -215,6 +215,10 @@ class Config(BaseModel):
     audit_log: str = ""
     """Path of the audit log (one JSON object a line, appended and flushed
     before each answer); empty: none."""
+    secrets_file: str = ""
+    """Path of the secrets sessions may request by name (`NAME=value` lines),
+    read at start-up; refused unless mode 0600 and owned by the daemon's
+    user. Empty: none."""
     instance: str = "toolrtd"
     """This daemon's name in the `toolrt.daemon` label. Containers carrying it
     from an earlier run are removed at start-up, so give each daemon sharing

@@ -14,6 +14,7 @@ from runtime.audit import DAEMON, AuditLog
 from runtime.config import Config
 from runtime.errors import AuditUnavailable
 from runtime.sandbox.backend import SandboxBackend
+from runtime.secret_store import load_secrets
 from runtime.sessions.calls import Calls
 from runtime.sessions.manager import SessionManager
 from runtime.sessions.reaper import Reaper
@@ -61,6 +62,8 @@ def build_core(
     config: Config, backend: SandboxBackend | None = None, registry: Registry | None = None
 ) -> Core:
     """The core on `backend` (default: the Docker engine) with `registry`'s tools."""
+    # First: a refused secrets_file stops the start before anything is opened.
+    secrets = load_secrets(config.secrets_file)
     if backend is None:
         # Imported here: the Docker SDK is heavy and fronts given a backend never need it.
         from runtime.sandbox.docker.backend import DockerBackend
@@ -74,7 +77,7 @@ def build_core(
         with contextlib.suppress(AuditUnavailable):
             audit.session("session.close", DAEMON, session.id, tenant=session.tenant, reason=reason)
 
-    manager = SessionManager(config, backend, ended)
+    manager = SessionManager(config, backend, ended, secrets)
     reaper = Reaper(manager.live_sessions, manager.expire, config.reaper_interval_s)
     calls = Calls(config, manager, registry)
     return Core(config, backend, registry, manager, calls, Transfers(manager), reaper, audit)

@@ -13,6 +13,7 @@ from collections.abc import AsyncGenerator, AsyncIterable, Awaitable, Callable
 from typing import TypeVar
 
 from runtime.agent import protocol
+from runtime.agent.redact import encode_secrets
 from runtime.errors import (
     CallTimeout,
     EngineUnavailable,
@@ -162,6 +163,10 @@ class AgentClient:
 
     async def ping(self) -> None:
         await self._call(protocol.Ping(), protocol.Pong)
+
+    async def set_secrets(self, secrets: dict[str, str]) -> None:
+        """Give the session its secrets (values in the body, never a header)."""
+        await self._call(protocol.Secrets(), protocol.Done, encode_secrets(secrets))
 
     # -- commands -----------------------------------------------------------
     async def exec(

@@ -205,6 +205,8 @@ class FakeChannel:
             return protocol.HelloReply(pid=1), b""
         if isinstance(request, protocol.Ping):
             return protocol.Pong(), b""
+        if isinstance(request, protocol.Secrets):
+            return protocol.Done(), b""
         if isinstance(request, protocol.Resolve):
             paths = [posixpath.normpath(p) for p in request.paths]
             return protocol.Resolved(

@@ -163,6 +163,7 @@ class Calls:
             shell=self._config.shell,
             state=session.tool_state,
             allowlist=session.allowlist,
+            redactor=session.redactor,
         )
         if tool.read_only:
             return await tool.run(ctx, args)

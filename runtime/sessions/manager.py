@@ -13,6 +13,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from runtime.agent.redact import Redactor
 from runtime.config import Config, Limits, tmpfs_overflow
 from runtime.constants import WORKSPACE
 from runtime.errors import AdmissionRefused, BadRequest, EngineUnavailable, SessionNotFound
@@ -47,6 +48,8 @@ class SessionRequest:
     labels: dict[str, str] = field(default_factory=dict)
     # A tar archive unpacked into /workspace before the session is returned.
     workspace_tar: bytes = b""
+    # Names of secrets_file entries its commands get as environment variables.
+    secrets: list[str] = field(default_factory=list)
 
 
 class SessionManager:
@@ -57,8 +60,11 @@ class SessionManager:
         config: Config,
         backend: SandboxBackend,
         on_ended: Callable[[Session, str], None] | None = None,
+        secrets: dict[str, str] | None = None,
     ) -> None:
         self._config = config
+        # secrets_file's values (secret_store.load_secrets); only names leave here.
+        self._secrets = dict(secrets or {})
         self._backend = backend
         # Told of every session the daemon ends itself (TTL, idle, a lost
         # sandbox, shutdown) with the reason; CloseSession's caller knows already.
@@ -134,6 +140,7 @@ class SessionManager:
             msg = f"limits (after defaults and maxima): {problem}"
             raise BadRequest(msg)
         paths = session_policy(request.allowlist, self._config.allowlist_max_roots)
+        names = self._secret_names(tenant, request.secrets)
         session_id = uuid.uuid4().hex
         spec = SandboxSpec(
             session_id=session_id,
@@ -172,12 +179,20 @@ class SessionManager:
                 self._config.journal_max_bytes,
                 self._config.journal_max_ids,
             ),
+            secrets=names,
+            redactor=Redactor({name: self._secrets[name] for name in names}),
         )
         self._sessions[session_id] = session
         if self._shutting_down:
             await self._close(session)
             msg = "the daemon is shutting down"
             raise AdmissionRefused(msg)
+        if names:
+            try:
+                await sandbox.agent.set_secrets(session.redactor.secrets)
+            except BaseException:
+                await self._close(session, "its secrets could not be handed to the sandbox")
+                raise
         if request.workspace_tar:
             try:
                 await upload_tar(session, WORKSPACE, request.workspace_tar)
@@ -186,6 +201,18 @@ class SessionManager:
                 raise
         log.info("session %s created (image %s, tenant %s)", session_id, spec.image, tenant)
         return session
+
+    def _secret_names(self, tenant: str, asked: list[str]) -> list[str]:
+        """The distinct names asked for: INVALID_ARGUMENT for one secrets_file
+        lacks, PERMISSION_DENIED for one the tenant may not use."""
+        names = list(dict.fromkeys(asked))
+        unknown = [name for name in names if name not in self._secrets]
+        if unknown:
+            known = ", ".join(sorted(self._secrets)) or "none (no secrets_file is configured)"
+            msg = f"unknown secret(s) {', '.join(unknown)[:200]}; the daemon's secrets: {known}"
+            raise BadRequest(msg)
+        self.quotas.check_secrets(tenant, names)
+        return names
 
     async def _sandbox_for(
         self, spec: SandboxSpec, request: SessionRequest

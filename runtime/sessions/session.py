@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from runtime.agent.redact import Redactor
 from runtime.config import Limits
 from runtime.constants import WORKSPACE
 from runtime.policy.allowlist import PathPolicy
@@ -54,6 +55,10 @@ class Session:
     active_calls: int = 0
     # Answers repeated call ids (idempotency); sized by the manager.
     journal: Journal = field(default_factory=Journal)
+    # The names of its secrets, and their redaction for what the daemon
+    # builds from file contents itself (its repr shows names only).
+    secrets: list[str] = field(default_factory=list)
+    redactor: Redactor = field(default_factory=Redactor)
 
     @property
     def expires_at(self) -> float:

@@ -8,6 +8,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
+from runtime.agent.redact import Redactor
 from runtime.config import Limits, ShellConfig
 from runtime.policy.allowlist import PathPolicy
 from runtime.sandbox.agent_client import AgentClient
@@ -35,6 +36,8 @@ class ToolContext:
     state: dict[str, Any] = field(default_factory=dict)
     # The session's path allowlist (file tools and `cwd`).
     allowlist: PathPolicy = field(default_factory=PathPolicy)
+    # Redacts the session's secrets from what a tool builds of file contents.
+    redactor: Redactor = field(default_factory=Redactor)
 
 
 @dataclass(frozen=True)

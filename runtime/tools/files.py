@@ -180,7 +180,8 @@ async def edit_file(ctx: ToolContext, args: EditFileArgs) -> dict[str, Any]:
     resolved, _ = await checked_path(ctx, args.path, write=True)
     ctx.allowlist.check(resolved)  # edit_file reads the file too
     reply, data = await ctx.agent.read(
-        protocol.Read(path=resolved, raw=True, max_bytes=MAX_EDIT_BYTES)
+        # Unredacted: the content is written back (the diff is redacted).
+        protocol.Read(path=resolved, raw=True, max_bytes=MAX_EDIT_BYTES, redact=False)
     )
     refuse_hard_links(ctx, resolved, reply)
     before = decode_text(data, cut=False)
@@ -191,7 +192,8 @@ async def edit_file(ctx: ToolContext, args: EditFileArgs) -> dict[str, Any]:
         before, args.old_string, args.new_string, bool(args.replace_all), resolved
     )
     await ctx.agent.write(resolved, after.encode())
-    return {"path": resolved, "replacements": count, "diff": unified_diff(before, after, resolved)}
+    diff = ctx.redactor.redact_text(unified_diff(before, after, resolved))
+    return {"path": resolved, "replacements": count, "diff": diff}
 
 
 async def list_files(ctx: ToolContext, args: ListFilesArgs) -> dict[str, Any]:
