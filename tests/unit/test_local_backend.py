@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from runtime.agent import procs, protocol
+from runtime.agent import protocol
 from runtime.config import Config, Limits
 from runtime.errors import EngineUnavailable, LimitExceeded, SandboxLost
 from runtime.sandbox import local
@@ -154,12 +154,11 @@ def test_either_spawn_path_runs_commands_and_kills_them_at_their_deadline(native
             grace_s=0.2,
         )
         result, body = await sandbox.agent.exec(request)
-        assert (result.killed, result.exit_code) == ("deadline", 137)
+        # TERM first, KILL after the grace: bash ends by whichever reached it.
+        assert result.killed == "deadline" and result.exit_code in (128 + 15, 128 + 9)
         assert body.startswith(b"started\n")
         assert await shell(sandbox, "pgrep -c sleep || true") == (0, "0\n")
-        # The call's subreaper: the C helper when it is built and wanted.
-        helper = os.access(procs.HELPER, os.X_OK)
-        parent = "toolrt-spawn" if native and helper else "python3"
-        assert await shell(sandbox, "cat /proc/$PPID/comm") == (0, f"{parent}\n")
+        # Whichever launcher started it, no launcher stays: the agent is the parent.
+        assert await shell(sandbox, "cat /proc/$PPID/comm") == (0, "python3\n")
 
     with_sandbox(check, native_spawn=native)
