@@ -373,6 +373,30 @@ class Transferred(Message):
     bytes: int = 0
 
 
+# Network egress: commands reach the daemon's proxy at 127.0.0.1:RELAY_PORT,
+# which the agent relays to the unix socket in the directory the daemon
+# bind-mounts at RELAY_DIR (root's only: the sandbox user cannot open it).
+RELAY_PORT = 3128
+RELAY_DIR = "/opt/toolrt/egress"
+RELAY_SOCKET = RELAY_DIR + "/proxy.sock"
+
+
+@dataclasses.dataclass
+class RelayStart(Message):
+    """Listen on 127.0.0.1:port and relay each connection to the unix socket;
+    idempotent while the relay runs."""
+
+    OP: ClassVar[str] = "relay_start"
+    socket: str = RELAY_SOCKET
+    port: int = RELAY_PORT
+
+
+@dataclasses.dataclass
+class RelayReady(Message):
+    OP: ClassVar[str] = "relay_ready"
+    port: int = RELAY_PORT
+
+
 REQUESTS: Tuple[Type[Message], ...] = (
     Hello,
     Ping,
@@ -388,6 +412,7 @@ REQUESTS: Tuple[Type[Message], ...] = (
     ListDir,
     Extract,
     Archive,
+    RelayStart,
 )
 REPLIES: Tuple[Type[Message], ...] = (
     Failure,
@@ -403,6 +428,7 @@ REPLIES: Tuple[Type[Message], ...] = (
     Done,
     Listing,
     Transferred,
+    RelayReady,
 )
 EVENTS: Tuple[Type[Message], ...] = (Output, ArchiveChunk)
 BY_OP: Dict[str, Type[Message]] = {m.OP: m for m in REQUESTS + REPLIES + EVENTS}

@@ -191,6 +191,8 @@ class FakeChannel:
             return protocol.HelloReply(pid=1), b""
         if isinstance(request, protocol.Ping):
             return protocol.Pong(), b""
+        if isinstance(request, protocol.RelayStart):
+            return protocol.RelayReady(port=request.port), b""
         if isinstance(request, protocol.Resolve):
             paths = [posixpath.normpath(p) for p in request.paths]
             return protocol.Resolved(
