@@ -14,6 +14,7 @@
     │   └── InternalFailure      INTERNAL
     └── RequestError             → gRPC status (for the agent loop)
         ├── Unauthenticated      UNAUTHENTICATED
+        ├── PermissionDenied     PERMISSION_DENIED
         ├── SessionNotFound      NOT_FOUND
         ├── BadRequest           INVALID_ARGUMENT
         ├── SessionUnusable      FAILED_PRECONDITION
@@ -115,6 +116,12 @@ class Unauthenticated(RequestError):
     status = grpc.StatusCode.UNAUTHENTICATED
 
 
+class PermissionDenied(RequestError):
+    """The principal may not use what it asked for (an image, a runtime, tools at all)."""
+
+    status = grpc.StatusCode.PERMISSION_DENIED
+
+
 class SessionNotFound(RequestError):
     status = grpc.StatusCode.NOT_FOUND
 
@@ -142,6 +149,7 @@ class EngineUnavailable(RequestError):
 
 REQUEST_ERRORS: tuple[type[RequestError], ...] = (
     Unauthenticated,
+    PermissionDenied,
     SessionNotFound,
     BadRequest,
     SessionUnusable,

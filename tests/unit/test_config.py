@@ -31,10 +31,14 @@ def keys_of(model: type[BaseModel], prefix: str = "") -> set[str]:
     return keys
 
 
+# Settings that are maps of their own (any keys), not tables of settings.
+MAPS = {"extra_labels", "network.hosts"}
+
+
 def flat(data: dict, prefix: str = "") -> set[str]:
     keys = set()
     for name, value in data.items():
-        if isinstance(value, dict) and name != "extra_labels":
+        if isinstance(value, dict) and prefix + name not in MAPS:
             keys |= flat(value, f"{prefix}{name}.")
         else:
             keys.add(prefix + name)

@@ -103,6 +103,7 @@ def test_every_request_error_maps_to_a_grpc_status():
     statuses = {cls.status for cls in declared}
     assert statuses == {
         grpc.StatusCode.UNAUTHENTICATED,
+        grpc.StatusCode.PERMISSION_DENIED,
         grpc.StatusCode.NOT_FOUND,
         grpc.StatusCode.INVALID_ARGUMENT,
         grpc.StatusCode.FAILED_PRECONDITION,
