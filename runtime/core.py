@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from runtime.config import Config
+from runtime.egress.service import Egress
 from runtime.sandbox.backend import SandboxBackend
 from runtime.sessions.calls import Calls
 from runtime.sessions.manager import SessionManager
@@ -30,6 +31,8 @@ class Core:
     calls: Calls
     transfers: Transfers
     reaper: Reaper
+    # Sessions' network proxies; fronts set `egress.on_event` (audit, metrics).
+    egress: Egress
 
     async def start(self, *, reap_expired: bool = True) -> None:
         """Reap a previous run's sandboxes, fill the pool, start the reaper.
@@ -60,7 +63,8 @@ def build_core(
 
         backend = DockerBackend(config)
     registry = registry or default_registry()
-    manager = SessionManager(config, backend)
+    egress = Egress(config)
+    manager = SessionManager(config, backend, egress)
     reaper = Reaper(manager.live_sessions, manager.expire, config.reaper_interval_s)
     calls = Calls(config, manager, registry)
-    return Core(config, backend, registry, manager, calls, Transfers(manager), reaper)
+    return Core(config, backend, registry, manager, calls, Transfers(manager), reaper, egress)

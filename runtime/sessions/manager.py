@@ -14,7 +14,14 @@ from dataclasses import dataclass, field, replace
 
 from runtime.config import Config, Limits, tmpfs_overflow
 from runtime.constants import WORKSPACE
-from runtime.errors import AdmissionRefused, BadRequest, EngineUnavailable, SessionNotFound
+from runtime.egress.service import Egress, NetworkRequest, proxy_env
+from runtime.errors import (
+    AdmissionRefused,
+    BadRequest,
+    EngineUnavailable,
+    SessionNotFound,
+    ToolFailure,
+)
 from runtime.policy.allowlist import session_policy
 from runtime.sandbox.backend import SandboxBackend, SandboxSpec
 from runtime.sessions.admission import check_memory
@@ -45,14 +52,19 @@ class SessionRequest:
     labels: dict[str, str] = field(default_factory=dict)
     # A tar archive unpacked into /workspace before the session is returned.
     workspace_tar: bytes = b""
+    # Hosts the session may reach through the egress proxy (None: no network).
+    network: NetworkRequest | None = None
 
 
 class SessionManager:
     """The open sessions of every tenant, and the sandboxes under them."""
 
-    def __init__(self, config: Config, backend: SandboxBackend) -> None:
+    def __init__(
+        self, config: Config, backend: SandboxBackend, egress: Egress | None = None
+    ) -> None:
         self._config = config
         self._backend = backend
+        self.egress = egress or Egress(config)
         self._sessions: dict[str, Session] = {}
         self._closed: OrderedDict[str, str] = OrderedDict()
         self._creating = 0
@@ -70,6 +82,7 @@ class SessionManager:
             # Serve anyway (CreateSession answers UNAVAILABLE meanwhile); the
             # leftovers are removed before the first sandbox is created.
             log.warning("%s; will retry before the first session", exc)
+        self.egress.sweep(self._sessions)
         if self._pool is not None:
             self._pool.start()
 
@@ -123,6 +136,8 @@ class SessionManager:
             msg = f"limits (after defaults and maxima): {problem}"
             raise BadRequest(msg)
         paths = session_policy(request.allowlist, self._config.allowlist_max_roots)
+        network = self.egress.policy_for(tenant, request.network)
+        env = {**proxy_env(), **request.env} if network.enabled else dict(request.env)
         session_id = uuid.uuid4().hex
         spec = SandboxSpec(
             session_id=session_id,
@@ -159,7 +174,8 @@ class SessionManager:
             image=spec.image,
             limits=limits,
             allowlist=paths,
-            env=dict(request.env),
+            network=network,
+            env=env,
             labels={k: v for k, v in request.labels.items() if not k.startswith("toolrt.")},
             sandbox=sandbox,
             ttl_seconds=clamp_window(
@@ -181,6 +197,8 @@ class SessionManager:
             await self._close(session)
             msg = "the daemon is shutting down"
             raise AdmissionRefused(msg)
+        if network.enabled:
+            await self._connect(session)
         if request.workspace_tar:
             try:
                 await upload_tar(session, WORKSPACE, request.workspace_tar)
@@ -189,6 +207,19 @@ class SessionManager:
                 raise
         log.info("session %s created (image %s, tenant %s)", session_id, spec.image, tenant)
         return session
+
+    async def _connect(self, session: Session) -> None:
+        """Open the session's proxy and have its agent relay to it; else close it."""
+        try:
+            await self.egress.open(session.id, session.network)
+            await session.sandbox.agent.relay_start()
+        except BaseException as exc:
+            await self._close(session, "its network could not be set up")
+            if isinstance(exc, ToolFailure | OSError):
+                reason = exc.message if isinstance(exc, ToolFailure) else str(exc)
+                msg = f"the session's network could not be set up: {reason}"
+                raise EngineUnavailable(msg) from exc
+            raise
 
     def get(self, tenant: str, session_id: str) -> Session:
         session = self._sessions.get(session_id)
@@ -223,6 +254,7 @@ class SessionManager:
             session.state = CLOSING
             session.sandbox.abort(reason)
         try:
+            await self.egress.close(session.id)
             await self._backend.destroy(session.id)
         finally:
             session.state = CLOSED
@@ -254,3 +286,4 @@ class SessionManager:
         # Let the aborted calls turn into results before sandboxes vanish.
         await asyncio.sleep(0)
         await asyncio.gather(*(self._close(s) for s in sessions), return_exceptions=True)
+        await self.egress.shutdown()

@@ -36,8 +36,18 @@ class Allowlist(_message.Message):
     deny_globs: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, read_roots: _Optional[_Iterable[str]] = ..., write_roots: _Optional[_Iterable[str]] = ..., deny_globs: _Optional[_Iterable[str]] = ...) -> None: ...
 
+class NetworkPolicy(_message.Message):
+    __slots__ = ("allow", "max_bytes", "max_connections")
+    ALLOW_FIELD_NUMBER: _ClassVar[int]
+    MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MAX_CONNECTIONS_FIELD_NUMBER: _ClassVar[int]
+    allow: _containers.RepeatedScalarFieldContainer[str]
+    max_bytes: int
+    max_connections: int
+    def __init__(self, allow: _Optional[_Iterable[str]] = ..., max_bytes: _Optional[int] = ..., max_connections: _Optional[int] = ...) -> None: ...
+
 class CreateSessionRequest(_message.Message):
-    __slots__ = ("image", "limits", "allowlist", "env", "ttl_seconds", "idle_seconds", "labels", "workspace_tar")
+    __slots__ = ("image", "limits", "allowlist", "env", "ttl_seconds", "idle_seconds", "labels", "workspace_tar", "network")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -60,6 +70,7 @@ class CreateSessionRequest(_message.Message):
     IDLE_SECONDS_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
     WORKSPACE_TAR_FIELD_NUMBER: _ClassVar[int]
+    NETWORK_FIELD_NUMBER: _ClassVar[int]
     image: str
     limits: Limits
     allowlist: Allowlist
@@ -68,10 +79,11 @@ class CreateSessionRequest(_message.Message):
     idle_seconds: int
     labels: _containers.ScalarMap[str, str]
     workspace_tar: bytes
-    def __init__(self, image: _Optional[str] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., allowlist: _Optional[_Union[Allowlist, _Mapping]] = ..., env: _Optional[_Mapping[str, str]] = ..., ttl_seconds: _Optional[int] = ..., idle_seconds: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., workspace_tar: _Optional[bytes] = ...) -> None: ...
+    network: NetworkPolicy
+    def __init__(self, image: _Optional[str] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., allowlist: _Optional[_Union[Allowlist, _Mapping]] = ..., env: _Optional[_Mapping[str, str]] = ..., ttl_seconds: _Optional[int] = ..., idle_seconds: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., workspace_tar: _Optional[bytes] = ..., network: _Optional[_Union[NetworkPolicy, _Mapping]] = ...) -> None: ...
 
 class Session(_message.Message):
-    __slots__ = ("id", "state", "image", "limits", "allowlist", "created_at", "expires_at", "labels", "calls", "ttl_seconds", "idle_seconds")
+    __slots__ = ("id", "state", "image", "limits", "allowlist", "created_at", "expires_at", "labels", "calls", "ttl_seconds", "idle_seconds", "network")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -90,6 +102,7 @@ class Session(_message.Message):
     CALLS_FIELD_NUMBER: _ClassVar[int]
     TTL_SECONDS_FIELD_NUMBER: _ClassVar[int]
     IDLE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    NETWORK_FIELD_NUMBER: _ClassVar[int]
     id: str
     state: str
     image: str
@@ -101,7 +114,8 @@ class Session(_message.Message):
     calls: int
     ttl_seconds: float
     idle_seconds: float
-    def __init__(self, id: _Optional[str] = ..., state: _Optional[str] = ..., image: _Optional[str] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., allowlist: _Optional[_Union[Allowlist, _Mapping]] = ..., created_at: _Optional[float] = ..., expires_at: _Optional[float] = ..., labels: _Optional[_Mapping[str, str]] = ..., calls: _Optional[int] = ..., ttl_seconds: _Optional[float] = ..., idle_seconds: _Optional[float] = ...) -> None: ...
+    network: NetworkPolicy
+    def __init__(self, id: _Optional[str] = ..., state: _Optional[str] = ..., image: _Optional[str] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., allowlist: _Optional[_Union[Allowlist, _Mapping]] = ..., created_at: _Optional[float] = ..., expires_at: _Optional[float] = ..., labels: _Optional[_Mapping[str, str]] = ..., calls: _Optional[int] = ..., ttl_seconds: _Optional[float] = ..., idle_seconds: _Optional[float] = ..., network: _Optional[_Union[NetworkPolicy, _Mapping]] = ...) -> None: ...
 
 class GetSessionRequest(_message.Message):
     __slots__ = ("session_id",)
@@ -134,10 +148,12 @@ class CloseSessionResponse(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., state: _Optional[str] = ...) -> None: ...
 
 class ListToolsRequest(_message.Message):
-    __slots__ = ("dialect",)
+    __slots__ = ("dialect", "session_id")
     DIALECT_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     dialect: str
-    def __init__(self, dialect: _Optional[str] = ...) -> None: ...
+    session_id: str
+    def __init__(self, dialect: _Optional[str] = ..., session_id: _Optional[str] = ...) -> None: ...
 
 class ListToolsResponse(_message.Message):
     __slots__ = ("tools_json",)
