@@ -27,13 +27,13 @@ from typing import TYPE_CHECKING, List, Optional, Tuple
 
 from . import protocol
 from .ops import operation
+from .pipe import Joint
 
 if TYPE_CHECKING:
     from .loop import Agent
 
 # Connections relayed at once; the proxy has its own, lower, per-session cap.
 MAX_CLIENTS = 1024
-CHUNK = 64 * 1024
 START_TIMEOUT_S = 5.0
 # How long a connection waits while the proxy's accept queue is full.
 CONNECT_PATIENCE_S = 5.0
@@ -50,22 +50,6 @@ def _unavailable() -> bytes:
         f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
     )
     return head.encode() + body
-
-
-async def _copy(
-    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, half_close: bool
-) -> None:
-    try:
-        while True:
-            data = await reader.read(CHUNK)
-            if not data:
-                break
-            writer.write(data)
-            await writer.drain()
-        if half_close and writer.can_write_eof():
-            writer.write_eof()
-    except OSError:
-        pass
 
 
 async def _dial(path: str) -> Tuple[asyncio.StreamReader, asyncio.StreamWriter]:
@@ -138,19 +122,12 @@ class Relay:
         self.clients += 1
         try:
             try:
-                proxy_r, proxy_w = await _dial(self.socket)
+                proxy = await _dial(self.socket)
             except OSError:
                 client_w.write(_unavailable())
                 await client_w.drain()
                 return
-            # Client to proxy may end first (a half-close) and the answer
-            # still come; the proxy closing ends the connection.
-            upward = asyncio.ensure_future(_copy(client_r, proxy_w, half_close=True))
-            try:
-                await _copy(proxy_r, client_w, half_close=False)
-            finally:
-                upward.cancel()
-                proxy_w.close()
+            await Joint((client_r, client_w), proxy).run()
         except OSError:
             pass
         finally:

@@ -30,6 +30,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from runtime.agent.pipe import IDLE, LIMIT, Joint
 from runtime.egress.addresses import (
     HostError,
     blocked_reason,
@@ -54,7 +55,7 @@ from runtime.egress.policy import NetworkPolicy
 
 log = logging.getLogger(__name__)
 
-CHUNK = 64 * 1024
+CHUNK = 256 * 1024
 # Connections the kernel queues before the proxy accepts them: a burst from
 # the sandbox is answered (429 beyond the cap), not refused by the kernel.
 BACKLOG = 1024
@@ -377,37 +378,37 @@ class SessionProxy:
             conn.last = loop.time()
             return data
 
+    def _budget(self, size: int, inbound: bool) -> int:
+        """How many of `size` bytes may pass under the session's byte cap (counted)."""
+        allowed = max(0, min(size, self.policy.max_bytes - self.bytes_moved))
+        self.bytes_moved += allowed
+        return allowed
+
+    def _capped(self, conn: _Conn) -> Cut:
+        text = self._byte_cap_text()
+        self._note(text.replace("its connections are", f"{conn.host}:{conn.port} was"))
+        return Cut(LIMITED, text)
+
     async def _send(
         self, dst: asyncio.StreamWriter, data: bytes, conn: _Conn, inbound: bool
     ) -> None:
-        room = self.policy.max_bytes - self.bytes_moved
-        capped = len(data) > room
-        if capped:
-            data = data[: max(room, 0)]
-        dst.write(data)
-        self.bytes_moved += len(data)
+        allowed = self._budget(len(data), inbound)
+        dst.write(data if allowed == len(data) else data[:allowed])
         if inbound:
-            conn.bytes_in += len(data)
+            conn.bytes_in += allowed
         else:
-            conn.bytes_out += len(data)
+            conn.bytes_out += allowed
         conn.last = asyncio.get_running_loop().time()
-        if capped:
-            text = self._byte_cap_text()
-            self._note(text.replace("its connections are", f"{conn.host}:{conn.port} was"))
-            raise Cut(LIMITED, text)
+        if allowed < len(data):
+            raise self._capped(conn)
         await dst.drain()
 
     async def _pump(
-        self,
-        src: asyncio.StreamReader,
-        dst: asyncio.StreamWriter,
-        conn: _Conn,
-        inbound: bool,
+        self, src: asyncio.StreamReader, dst: asyncio.StreamWriter, conn: _Conn
     ) -> None:
+        """The upstream's answer to the client, until the upstream closes."""
         while data := await self._read(src, conn):
-            await self._send(dst, data, conn, inbound)
-        if not inbound and dst.can_write_eof():
-            dst.write_eof()  # the client is done sending; the answer may still come
+            await self._send(dst, data, conn, inbound=True)
 
     async def _exact(
         self, src: asyncio.StreamReader, dst: asyncio.StreamWriter, conn: _Conn, size: int
@@ -485,10 +486,15 @@ class SessionProxy:
             first = await self._client_hello(reader, conn, host)
             if first:
                 await self._send(upstream_w, first, conn, inbound=False)
-        await self._together(
-            self._pump(upstream_r, writer, conn, inbound=True),
-            self._pump(reader, upstream_w, conn, inbound=False),
-        )
+        # TLS passes untouched: the two connections are joined back to back.
+        joint = Joint((reader, writer), (upstream_r, upstream_w), self._budget)
+        ended = await joint.run(self.settings.idle_timeout_s)
+        conn.bytes_in += joint.upstream.bytes
+        conn.bytes_out += joint.client.bytes
+        if ended == LIMIT:
+            raise self._capped(conn)
+        if ended == IDLE:
+            raise Cut(ALLOWED, f"idle for {self.settings.idle_timeout_s:g} s")
 
     async def _client_hello(self, reader: asyncio.StreamReader, conn: _Conn, host: str) -> bytes:
         """The client's first bytes, read until its ClientHello is whole; Cut
@@ -520,7 +526,7 @@ class SessionProxy:
     ) -> None:
         await self._send(upstream_w, upstream_head(request), conn, inbound=False)
         await self._together(
-            self._pump(upstream_r, writer, conn, inbound=True),
+            self._pump(upstream_r, writer, conn),
             self._request_body(reader, upstream_w, conn, request),
         )
 
