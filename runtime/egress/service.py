@@ -17,6 +17,7 @@ Two hooks:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from collections.abc import Iterable
@@ -31,6 +32,7 @@ from runtime.egress.paths import (
     remove_relay_dir,
     socket_path,
     socket_path_problem,
+    socket_root,
 )
 from runtime.egress.policy import (
     Ceiling,
@@ -153,8 +155,11 @@ class Egress:
             await proxy.close()
 
     async def shutdown(self) -> None:
+        """Close every proxy; the instance's socket root goes too once empty."""
         for session_id in list(self._proxies):
             await self.close(session_id)
+        with contextlib.suppress(OSError):
+            os.rmdir(socket_root(self._config))
 
     def proxy(self, session_id: str) -> SessionProxy | None:
         return self._proxies.get(session_id)
