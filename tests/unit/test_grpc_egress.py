@@ -6,6 +6,8 @@ real sandbox is tests/docker/test_egress.py."""
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 
 import grpc
 import pytest
@@ -16,11 +18,14 @@ from runtime.egress.paths import socket_path
 
 
 @pytest.fixture
-def running(make_daemon, tmp_path):
-    return make_daemon(
+def running(make_daemon):
+    # A short directory: pytest's tmp_path can make socket paths too long.
+    sockets = tempfile.mkdtemp(prefix="toolrt-egress-")
+    yield make_daemon(
         backend="fake",
-        network={"allow_max": ["*.test", "mirror.test:*"], "socket_dir": str(tmp_path)},
+        network={"allow_max": ["*.test", "mirror.test:*"], "socket_dir": sockets},
     )
+    shutil.rmtree(sockets, ignore_errors=True)
 
 
 def test_a_session_with_network(running):
