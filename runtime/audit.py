@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from runtime.auth.principals import Principal
+from runtime.egress.proxy import EgressEvent
 from runtime.errors import AuditUnavailable, RequestError
 from runtime.models import ToolCall, ToolResult
 
@@ -257,6 +258,25 @@ class AuditLog:
                 **call_fields(call),
             )
             for call, result in zip(calls, results, strict=True)
+        )
+
+    def network(self, tenant: str, event: EgressEvent) -> None:
+        """One `network` record per proxied connection, as it ended."""
+        self.write(
+            [
+                record(
+                    "network",
+                    DAEMON,
+                    self._clock(),
+                    tenant=tenant,
+                    session_id=event.session_id,
+                    host=event.host,
+                    port=event.port,
+                    decision=event.decision,
+                    bytes_in=event.bytes_in,
+                    bytes_out=event.bytes_out,
+                )
+            ]
         )
 
     def transfer(

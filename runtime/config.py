@@ -17,6 +17,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from runtime.constants import DEFAULT_TARGET, DEFAULT_TENANT, WRITABLE_AREAS
+from runtime.egress.addresses import HostError, ip_literal, normalize_host
+from runtime.egress.policy import PatternError, parse_patterns
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -193,6 +195,72 @@ class TenantQuota(BaseModel):
     """All its snapshots together (enforced once snapshots exist)."""
 
 
+def _list_from_text(value: Any) -> Any:
+    """A comma-separated string (from the environment) as a list; anything else as is."""
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return value
+
+
+class NetworkConfig(BaseModel):
+    """Network egress: which hosts sessions may ask for, and what each may use."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    allow_max: list[str] = Field(default_factory=list)
+    """Host patterns sessions may request in `network.allow` (`pypi.org`,
+    `*.pythonhosted.org`, `github.com:443`, `mirror.test:*`, `*`); a
+    requested pattern outside them is PERMISSION_DENIED. Empty: no session
+    gets network (and containers get no relay directory)."""
+    hosts: dict[str, str] = Field(default_factory=dict)
+    """Names the proxy resolves to a fixed address, the private-range check
+    skipped (`"mirror.internal" = "10.0.0.5"`): for mirrors inside the
+    operator's network. A session must still be allowed the name."""
+    max_bytes: int = Field(1 * GiB, ge=1)
+    """Bytes one session may move through the proxy, both directions and
+    all connections together; a session may ask for less."""
+    max_connections: int = Field(64, ge=1)
+    """Proxy connections one session may hold open at once; a session may
+    ask for less."""
+    idle_timeout_s: float = Field(120.0, gt=0)
+    """A proxied connection without a byte either way for this long is closed."""
+    connect_timeout_s: float = Field(10.0, gt=0)
+    """Deadline of resolving a name and connecting to it (and of a client
+    sending its request)."""
+    socket_dir: str = ""
+    """Host directory of the per-container relay socket directories ("":
+    /run/toolrt/<instance> as root, else under $XDG_RUNTIME_DIR or /tmp).
+    Socket paths must stay under 108 bytes: keep it short."""
+
+    # From the environment: TOOLRT_NETWORK__ALLOW_MAX=pypi.org,*.pythonhosted.org
+    _patterns_from_text = field_validator("allow_max", mode="before")(_list_from_text)
+
+    @field_validator("allow_max")
+    @classmethod
+    def _patterns(cls, value: list[str]) -> list[str]:
+        try:
+            return [str(p) for p in parse_patterns(value, "network.allow_max")]
+        except PatternError as exc:
+            raise ValueError(str(exc)) from exc
+
+    @field_validator("hosts")
+    @classmethod
+    def _pins(cls, value: dict[str, str]) -> dict[str, str]:
+        pins: dict[str, str] = {}
+        for name, address in value.items():
+            try:
+                host = normalize_host(name)
+            except HostError as exc:
+                msg = f"network.hosts: {exc}"
+                raise ValueError(msg) from exc
+            ip = ip_literal(address)
+            if ip is None or address.strip() != str(ip):
+                msg = f"network.hosts[{name!r}] = {address!r}: expected an IP address"
+                raise ValueError(msg)
+            pins[host] = str(ip)
+        return pins
+
+
 class Config(BaseModel):
     """Everything the daemon can be told; defaults are production-sane."""
 
@@ -287,6 +355,8 @@ class Config(BaseModel):
     set when a session claims one; other requests are served cold."""
     log_level: str = "INFO"
     """Python logging level of the daemon."""
+    network: NetworkConfig = Field(default_factory=lambda: NetworkConfig())
+    """Network egress through the daemon's proxy (none unless `allow_max` is set)."""
     allowlist_max_roots: list[str] = Field(default_factory=lambda: list(WRITABLE_AREAS))
     """Ceiling of every session's path allowlist: requested read/write roots
     must lie below one of these (else INVALID_ARGUMENT)."""
@@ -317,13 +387,8 @@ class Config(BaseModel):
         """The tenant's table, else `[tenants.default]`, else None (no ceilings)."""
         return self.tenants.get(tenant) or self.tenants.get(DEFAULT_TENANT)
 
-    @field_validator("allowlist_max_roots", mode="before")
-    @classmethod
-    def _roots_from_text(cls, value: Any) -> Any:
-        # From the environment: TOOLRT_ALLOWLIST_MAX_ROOTS=/workspace,/srv
-        if isinstance(value, str):
-            return [part.strip() for part in value.split(",") if part.strip()]
-        return value
+    # From the environment: TOOLRT_ALLOWLIST_MAX_ROOTS=/workspace,/srv
+    _roots_from_text = field_validator("allowlist_max_roots", mode="before")(_list_from_text)
 
     @model_validator(mode="after")
     def _tmpfs_fits_memory(self) -> Config:

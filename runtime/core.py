@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 from runtime.audit import DAEMON, AuditLog
 from runtime.config import Config
+from runtime.egress.proxy import EgressEvent
+from runtime.egress.service import Egress
 from runtime.errors import AuditUnavailable
 from runtime.sandbox.backend import SandboxBackend
 from runtime.secret_store import load_secrets
@@ -37,6 +39,8 @@ class Core:
     reaper: Reaper
     # Who did what: session events, calls, transfers, refused authentications.
     audit: AuditLog
+    # Sessions' network proxies; fronts set `egress.on_event` (audit, metrics).
+    egress: Egress
 
     async def start(self, *, reap_expired: bool = True) -> None:
         """Reap a previous run's sandboxes, fill the pool, start the reaper.
@@ -77,7 +81,19 @@ def build_core(
         with contextlib.suppress(AuditUnavailable):
             audit.session("session.close", DAEMON, session.id, tenant=session.tenant, reason=reason)
 
-    manager = SessionManager(config, backend, ended, secrets)
+    egress = Egress(config)
+
+    def network_event(event: EgressEvent) -> None:
+        owners = {s.id: s.tenant for s in manager.live_sessions()}
+        # A connection outlives no answer: a record the log cannot take is
+        # dropped here, and the log refuses the next call until it can write.
+        with contextlib.suppress(AuditUnavailable):
+            audit.network(owners.get(event.session_id, ""), event)
+
+    egress.on_event = network_event
+    manager = SessionManager(config, backend, ended, secrets, egress)
     reaper = Reaper(manager.live_sessions, manager.expire, config.reaper_interval_s)
     calls = Calls(config, manager, registry)
-    return Core(config, backend, registry, manager, calls, Transfers(manager), reaper, audit)
+    return Core(
+        config, backend, registry, manager, calls, Transfers(manager), reaper, audit, egress
+    )

@@ -20,14 +20,14 @@ import selectors
 import signal
 import sys
 import threading
-from typing import Dict
+from typing import Dict, Optional
 
-from . import background, calls, deadlines, file_ops, flow, protocol, state, tracker
+from . import background, calls, deadlines, file_ops, flow, protocol, relay, state, tracker
 from .ops import OPERATIONS, operation
 
 # Imported for their registrations: every family's operations are known
 # before the first request is read.
-_FAMILIES = (background, calls, file_ops)
+_FAMILIES = (background, calls, file_ops, relay)
 
 
 class Agent(calls.CallOps, deadlines.TreeOps, background.BackgroundOps, state.StateOps):
@@ -50,6 +50,8 @@ class Agent(calls.CallOps, deadlines.TreeOps, background.BackgroundOps, state.St
         # Those threads answer too: one frame at a time on the wire.
         self.send_lock = threading.Lock()
         self.background = background.Registry()
+        # Network egress (relay.py), started when a session has network.
+        self.relay: Optional[relay.Relay] = None
         self.wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         signal.set_wakeup_fd(wake_w)
         signal.signal(signal.SIGCHLD, lambda *_: None)

@@ -420,6 +420,30 @@ class Transferred(Message):
     bytes: int = 0
 
 
+# Network egress: commands reach the daemon's proxy at 127.0.0.1:RELAY_PORT,
+# which the agent relays to the unix socket in the directory the daemon
+# bind-mounts at RELAY_DIR (root's only: the sandbox user cannot open it).
+RELAY_PORT = 3128
+RELAY_DIR = "/opt/toolrt/egress"
+RELAY_SOCKET = RELAY_DIR + "/proxy.sock"
+
+
+@dataclasses.dataclass
+class RelayStart(Message):
+    """Listen on 127.0.0.1:port and relay each connection to the unix socket;
+    idempotent while the relay runs."""
+
+    OP: ClassVar[str] = "relay_start"
+    socket: str = RELAY_SOCKET
+    port: int = RELAY_PORT
+
+
+@dataclasses.dataclass
+class RelayReady(Message):
+    OP: ClassVar[str] = "relay_ready"
+    port: int = RELAY_PORT
+
+
 REQUESTS: Tuple[Type[Message], ...] = (
     Hello,
     Ping,
@@ -436,6 +460,7 @@ REQUESTS: Tuple[Type[Message], ...] = (
     ListDir,
     Extract,
     Archive,
+    RelayStart,
 )
 REPLIES: Tuple[Type[Message], ...] = (
     Failure,
@@ -451,6 +476,7 @@ REPLIES: Tuple[Type[Message], ...] = (
     Done,
     Listing,
     Transferred,
+    RelayReady,
 )
 # Frames of a running request before its reply; a transfer's chunks and
 # credits go both ways.

@@ -163,6 +163,14 @@ def add_session_options(parser: argparse.ArgumentParser) -> None:
         parser.add_argument(
             flag, action="append", default=[], type=kind, metavar=metavar, help=help_text
         )
+    parser.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="a host the session may reach through the daemon's proxy (repeatable): "
+        "pypi.org, *.pythonhosted.org, github.com:443; within the daemon's network.allow_max",
+    )
 
 
 def session_fields(args: argparse.Namespace) -> dict[str, Any]:
@@ -176,4 +184,6 @@ def session_fields(args: argparse.Namespace) -> dict[str, Any]:
     }
     if args.limit:
         fields["limits"] = dict(args.limit)
+    if args.allow_host:
+        fields["network"] = {"allow": list(args.allow_host)}
     return fields

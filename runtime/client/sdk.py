@@ -144,8 +144,10 @@ class Client:
         reply = self._rpc(self.stub.CloseSession, pb.CloseSessionRequest(session_id=session_id))
         return str(reply.state)
 
-    def list_tools(self, dialect: str = "") -> list[dict[str, Any]]:
-        reply = self._rpc(self.stub.ListTools, pb.ListToolsRequest(dialect=dialect))
+    def list_tools(self, dialect: str = "", session_id: str = "") -> list[dict[str, Any]]:
+        """The catalog; with `session_id`, descriptions say that session's network."""
+        request = pb.ListToolsRequest(dialect=dialect, session_id=session_id)
+        reply = self._rpc(self.stub.ListTools, request)
         return list(json.loads(reply.tools_json))
 
     def call(

@@ -41,6 +41,8 @@ AGENT_FAILURES: dict[str, type[ToolFailure]] = {
 ANSWER_MARGIN_S = 10.0
 # Uploads and downloads move whole workspaces: they get longer than a tool call.
 TRANSFER_SECONDS = 300.0
+# The egress relay binds a port on a thread of the agent's: quick or broken.
+RELAY_START_SECONDS = 10.0
 
 # Sends the frames that follow a request (an upload's chunks), given its id.
 Feed = Callable[[int], Awaitable[None]]
@@ -323,3 +325,11 @@ class AgentClient:
                 call.cancel()
                 with contextlib.suppress(BaseException):
                     await call
+
+    # -- network ------------------------------------------------------------
+    async def relay_start(self) -> protocol.RelayReady:
+        """Relay 127.0.0.1:3128 in the sandbox to the session's egress proxy."""
+        reply, _ = await self._call(
+            protocol.RelayStart(), protocol.RelayReady, within_s=RELAY_START_SECONDS
+        )
+        return reply

@@ -207,6 +207,8 @@ class FakeChannel:
             return protocol.Pong(), b""
         if isinstance(request, protocol.Secrets):
             return protocol.Done(), b""
+        if isinstance(request, protocol.RelayStart):
+            return protocol.RelayReady(port=request.port), b""
         if isinstance(request, protocol.Resolve):
             paths = [posixpath.normpath(p) for p in request.paths]
             return protocol.Resolved(

@@ -6,6 +6,8 @@ from collections.abc import AsyncGenerator, AsyncIterator
 
 from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
 from runtime.config import Limits
+from runtime.egress.policy import NetworkPolicy
+from runtime.egress.service import NetworkRequest
 from runtime.errors import BadRequest
 from runtime.models import ToolCall, ToolResult
 from runtime.policy.allowlist import PathPolicy
@@ -44,6 +46,24 @@ def allowlist_to_pb(allowlist: PathPolicy) -> pb.Allowlist:
     )
 
 
+def network_from_pb(msg: pb.NetworkPolicy) -> NetworkRequest | None:
+    if not msg.allow:
+        return None
+    return NetworkRequest(
+        allow=list(msg.allow),
+        max_bytes=max(0, msg.max_bytes),
+        max_connections=max(0, msg.max_connections),
+    )
+
+
+def network_to_pb(network: NetworkPolicy) -> pb.NetworkPolicy:
+    return pb.NetworkPolicy(
+        allow=network.allow_texts(),
+        max_bytes=network.max_bytes,
+        max_connections=network.max_connections,
+    )
+
+
 def session_request_from_pb(msg: pb.CreateSessionRequest) -> SessionRequest:
     return SessionRequest(
         image=msg.image,
@@ -55,6 +75,7 @@ def session_request_from_pb(msg: pb.CreateSessionRequest) -> SessionRequest:
         labels=dict(msg.labels),
         workspace_tar=msg.workspace_tar,
         secrets=list(msg.secrets),
+        network=network_from_pb(msg.network),
     )
 
 
@@ -73,6 +94,7 @@ def session_to_pb(session: Session) -> pb.Session:
         idle_seconds=session.idle_seconds,
         tenant=session.tenant,
         secrets=session.secrets,
+        network=network_to_pb(session.network),
     )
 
 

@@ -84,7 +84,11 @@ class ToolRuntimeService(pb_grpc.ToolRuntimeServicer):
     async def ListTools(
         self, request: pb.ListToolsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListToolsResponse:
-        tools_json = dialects.export_catalog(request.dialect, self._registry.catalog())
+        allow = None
+        if request.session_id:
+            session = self._manager.get(principal_of(context).tenant, request.session_id)
+            allow = session.network.allow_texts()
+        tools_json = dialects.export_catalog(request.dialect, self._registry.catalog(allow))
         return pb.ListToolsResponse(tools_json=tools_json)
 
     async def Execute(

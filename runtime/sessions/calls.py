@@ -91,12 +91,16 @@ class Calls:
         on_output: Callable[[str, bytes], None] | None = None,
     ) -> ToolResult:
         started = time.monotonic()
+        # Hosts the proxy refuses during the call are listed in its result.
+        egress, mark = self._manager.egress, self._manager.egress.mark(session.id)
         try:
             output = await self._run(session, call, on_output)
+            output.update(egress.report_since(session.id, mark))
             result = ToolResult(call.id, self._deliverable(output))
         except ToolFailure as failure:
             if isinstance(failure, SandboxLost):
                 self._lose(session, failure.message)
+            failure.output.update(egress.report_since(session.id, mark))
             failure.output = self._deliverable(failure.output)
             failure.message, _ = without_surrogates(failure.message)
             result = ToolResult.failed(call.id, failure)

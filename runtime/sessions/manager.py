@@ -16,7 +16,14 @@ from dataclasses import dataclass, field, replace
 from runtime.agent.redact import Redactor
 from runtime.config import Config, Limits, tmpfs_overflow
 from runtime.constants import WORKSPACE
-from runtime.errors import AdmissionRefused, BadRequest, EngineUnavailable, SessionNotFound
+from runtime.egress.service import Egress, NetworkRequest, proxy_env
+from runtime.errors import (
+    AdmissionRefused,
+    BadRequest,
+    EngineUnavailable,
+    SessionNotFound,
+    ToolFailure,
+)
 from runtime.policy.allowlist import session_policy
 from runtime.sandbox.backend import Sandbox, SandboxBackend, SandboxSpec
 from runtime.sessions.admission import check_memory
@@ -50,6 +57,8 @@ class SessionRequest:
     workspace_tar: bytes = b""
     # Names of secrets_file entries its commands get as environment variables.
     secrets: list[str] = field(default_factory=list)
+    # Hosts the session may reach through the egress proxy (None: no network).
+    network: NetworkRequest | None = None
 
 
 class SessionManager:
@@ -61,6 +70,7 @@ class SessionManager:
         backend: SandboxBackend,
         on_ended: Callable[[Session, str], None] | None = None,
         secrets: dict[str, str] | None = None,
+        egress: Egress | None = None,
     ) -> None:
         self._config = config
         # secrets_file's values (secret_store.load_secrets); only names leave here.
@@ -70,6 +80,7 @@ class SessionManager:
         # sandbox, shutdown) with the reason; CloseSession's caller knows already.
         self._on_ended = on_ended or (lambda session, reason: None)
         self.quotas = TenantQuotas(config)
+        self.egress = egress or Egress(config)
         self._sessions: dict[str, Session] = {}
         self._closed: OrderedDict[str, str] = OrderedDict()
         self._creating = 0
@@ -87,6 +98,7 @@ class SessionManager:
             # Serve anyway (CreateSession answers UNAVAILABLE meanwhile); the
             # leftovers are removed before the first sandbox is created.
             log.warning("%s; will retry before the first session", exc)
+        self.egress.sweep(self._sessions)
         if self._pool is not None:
             self._pool.start()
 
@@ -141,6 +153,8 @@ class SessionManager:
             raise BadRequest(msg)
         paths = session_policy(request.allowlist, self._config.allowlist_max_roots)
         names = self._secret_names(tenant, request.secrets)
+        network = self.egress.policy_for(tenant, request.network)
+        env = {**proxy_env(), **request.env} if network.enabled else dict(request.env)
         session_id = uuid.uuid4().hex
         spec = SandboxSpec(
             session_id=session_id,
@@ -163,7 +177,8 @@ class SessionManager:
             image=spec.image,
             limits=limits,
             allowlist=paths,
-            env=dict(request.env),
+            network=network,
+            env=env,
             labels={k: v for k, v in request.labels.items() if not k.startswith("toolrt.")},
             sandbox=sandbox,
             ttl_seconds=clamp_window(
@@ -193,6 +208,8 @@ class SessionManager:
             except BaseException:
                 await self._close(session, "its secrets could not be handed to the sandbox")
                 raise
+        if network.enabled:
+            await self._connect(session)
         if request.workspace_tar:
             try:
                 await upload_tar(session, WORKSPACE, request.workspace_tar)
@@ -238,6 +255,19 @@ class SessionManager:
         finally:
             self._creating -= 1
 
+    async def _connect(self, session: Session) -> None:
+        """Open the session's proxy and have its agent relay to it; else close it."""
+        try:
+            await self.egress.open(session.id, session.network)
+            await session.sandbox.agent.relay_start()
+        except BaseException as exc:
+            await self._close(session, "its network could not be set up")
+            if isinstance(exc, ToolFailure | OSError):
+                reason = exc.message if isinstance(exc, ToolFailure) else str(exc)
+                msg = f"the session's network could not be set up: {reason}"
+                raise EngineUnavailable(msg) from exc
+            raise
+
     def get(self, tenant: str, session_id: str) -> Session:
         session = self._sessions.get(session_id)
         if session is None or session.tenant != tenant or session.state != READY:
@@ -272,6 +302,7 @@ class SessionManager:
             session.state = CLOSING
             session.sandbox.abort(reason)
         try:
+            await self.egress.close(session.id)
             await self._backend.destroy(session.id)
         finally:
             session.state = CLOSED
@@ -307,3 +338,4 @@ class SessionManager:
         await asyncio.gather(*(self._close(s) for s in sessions), return_exceptions=True)
         for session in sessions:
             self._on_ended(session, "the daemon is shutting down")
+        await self.egress.shutdown()

@@ -12,6 +12,7 @@ from typing import Any
 from runtime.agent.redact import Redactor
 from runtime.config import Limits
 from runtime.constants import WORKSPACE
+from runtime.egress.policy import NetworkPolicy
 from runtime.policy.allowlist import PathPolicy
 from runtime.sandbox.backend import Sandbox
 from runtime.sessions.journal import Journal
@@ -42,6 +43,8 @@ class Session:
     sandbox: Sandbox
     ttl_seconds: float
     idle_seconds: float
+    # The hosts it may reach and its caps (no patterns: no network).
+    network: NetworkPolicy = field(default_factory=NetworkPolicy)
     created_at: float = field(default_factory=time.time)
     last_used: float = field(default_factory=time.monotonic)
     state: str = READY

@@ -18,6 +18,7 @@ from runtime.constants import WORKSPACE
 from runtime.errors import InvalidArguments, PathDenied
 from runtime.policy.allowlist import normalize
 from runtime.tools.base import Tool, ToolContext
+from runtime.tools.network import NO_NETWORK
 from runtime.tools.output import without_surrogates
 from runtime.tools.validation import no_nul
 
@@ -26,10 +27,6 @@ MAX_LIST_ENTRIES = 1000
 # edit_file holds the whole file in memory, twice.
 MAX_EDIT_BYTES = 16 << 20
 
-NO_NETWORK = (
-    "The sandbox has no network: nothing can be downloaded (pip install fails); "
-    "use what is installed."
-)
 PATHS = (
     "Paths are absolute or relative to /workspace; only paths this session's "
     "allowlist permits (by default /workspace) are readable/writable, and "

@@ -11,6 +11,7 @@ from runtime import cpu
 from runtime.errors import UnknownTool
 from runtime.tools.base import Tool
 from runtime.tools.files import EDIT_FILE, LIST_FILES, READ_FILE, WRITE_FILE
+from runtime.tools.network import for_session
 from runtime.tools.processes import PROCESS_KILL, PROCESS_LIST, PROCESS_OUTPUT
 from runtime.tools.run_tests import RUN_TESTS
 from runtime.tools.shell import SHELL
@@ -41,10 +42,15 @@ class Registry:
         """`parse`, on a worker thread when the arguments are large (cpu.py)."""
         return await cpu.compute(len(arguments_json), self.parse, name, arguments_json)
 
-    def catalog(self) -> list[dict[str, Any]]:
-        """The neutral catalog: [{name, description, parameters}]."""
+    def catalog(self, network: list[str] | None = None) -> list[dict[str, Any]]:
+        """The neutral catalog: [{name, description, parameters}]; with a
+        session's `network` patterns, descriptions say which hosts it reaches."""
         return [
-            {"name": t.name, "description": t.description, "parameters": t.schema()}
+            {
+                "name": t.name,
+                "description": for_session(t.description, network or []),
+                "parameters": t.schema(),
+            }
             for t in self._tools.values()
         ]
 

@@ -12,6 +12,7 @@ from runtime.constants import WORKSPACE
 from runtime.errors import CallTimeout, FileMissing, InvalidArguments, LimitExceeded, PathDenied
 from runtime.tools.base import Tool, ToolContext
 from runtime.tools.files import checked_path
+from runtime.tools.network import NO_NETWORK_SHELL
 from runtime.tools.output import render_stream
 from runtime.tools.shell_state import HOME, ShellState
 from runtime.tools.validation import no_nul
@@ -19,7 +20,8 @@ from runtime.tools.validation import no_nul
 # What every command sees before the session's and the call's own env: no
 # pagers, no prompts, no terminal tricks (stdin is closed, there is no TTY).
 BASE_ENV = {
-    "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    # First: what `pip install` puts in the user's site (HOME/.local/bin).
+    "PATH": f"{WORKSPACE}/.local/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
     "HOME": WORKSPACE,
     "USER": "sandbox",
     "LOGNAME": "sandbox",
@@ -38,7 +40,7 @@ BASE_ENV = {
     "PYTHONUNBUFFERED": "1",
 }
 
-DESCRIPTION = """\
+DESCRIPTION = f"""\
 Run a bash command in this session's Linux sandbox (Debian, python3, pytest, \
 git) and get its exit code, stdout and stderr.
 
@@ -46,7 +48,7 @@ Use it to build, run programs and scripts, inspect the system, use git, or \
 anything without a dedicated tool. Prefer read_file/write_file/edit_file for \
 file contents when they are available: they are exact and cheaper.
 
-The sandbox has NO network (pip install, git clone, curl will fail). Commands \
+{NO_NETWORK_SHELL} Commands \
 run as an unprivileged user; /workspace (writable, size-capped) and /tmp are \
 writable, the rest of the filesystem is read-only.
 

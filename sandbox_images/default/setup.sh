@@ -6,5 +6,18 @@ groupadd --gid 1000 sandbox
 useradd --uid 1000 --gid 1000 --home-dir /workspace --no-create-home --shell /bin/bash sandbox
 mkdir -p /workspace /opt/toolrt
 chown 1000:1000 /workspace
+# Plain `pip install NAME` as the sandbox user: without Debian's PEP 668
+# marker pip falls back to the user's site (HOME=/workspace, so
+# /workspace/.local), the system's packages stay untouched (the root
+# filesystem is read-only anyway). No version check (it would ask an index
+# the session may not reach) and no cache in the size-capped workspace.
+rm -f /usr/lib/python3*/EXTERNALLY-MANAGED
+cat > /etc/pip.conf <<'PIP'
+[global]
+disable-pip-version-check = true
+no-cache-dir = true
+PIP
+# curl, git, pip and Python's ssl read the system bundle: it must be built.
+test -s /etc/ssl/certs/ca-certificates.crt
 # Keep the image small: docs and caches are of no use in a sandbox.
 rm -rf /usr/share/doc/* /usr/share/man/* /var/cache/apt/archives/*.deb

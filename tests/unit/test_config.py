@@ -31,10 +31,14 @@ def keys_of(model: type[BaseModel], prefix: str = "") -> set[str]:
     return keys
 
 
+# Settings that are maps of their own (any keys), not tables of settings.
+MAPS = {"extra_labels", "network.hosts", "tenants"}
+
+
 def flat(data: dict, prefix: str = "") -> set[str]:
     keys = set()
     for name, value in data.items():
-        if isinstance(value, dict) and name not in ("extra_labels", "tenants"):
+        if isinstance(value, dict) and prefix + name not in MAPS:
             keys |= flat(value, f"{prefix}{name}.")
         else:
             keys.add(prefix + name)
@@ -129,9 +133,11 @@ def test_session_options_parse_limits_env_and_labels():
         [
             "sessions", "create", "--ttl", "60", "--env", "A=1=2", "--label", "t=x",
             "--limit", "memory_bytes=1G", "--limit", "cpus=0.5", "--limit", "pids=64",
+            "--allow-host", "pypi.org", "--allow-host", "*.pythonhosted.org",
         ]
     )  # fmt: skip
     fields = session_fields(args)
+    assert fields["network"] == {"allow": ["pypi.org", "*.pythonhosted.org"]}
     assert fields["env"] == {"A": "1=2"} and fields["labels"] == {"t": "x"}
     assert fields["limits"] == {"memory_bytes": 1 << 30, "cpus": 0.5, "pids": 64}
     assert fields["ttl_seconds"] == 60

@@ -22,8 +22,10 @@ from urllib.parse import urlparse
 import docker
 from docker.types import LogConfig
 
+from runtime.agent.protocol import RELAY_DIR
 from runtime.config import Config, Limits
 from runtime.constants import SANDBOX_GID, SANDBOX_UID, TMP, WORKSPACE
+from runtime.egress.paths import egress_enabled, make_relay_dir, remove_relay_dir
 from runtime.errors import BadRequest, EngineUnavailable
 from runtime.sandbox.agent_client import AgentClient
 from runtime.sandbox.backend import (
@@ -74,6 +76,13 @@ def docker_socket_path(config: Config) -> str:
 
 class DockerBackend:
     def __init__(self, config: Config) -> None:
+        if egress_enabled(config) and os.geteuid() != 0:
+            msg = (
+                "network.allow_max is set but the daemon does not run as root: the relay "
+                "directories it mounts must belong to root, as the sandbox's agent (which "
+                "has no DAC_OVERRIDE) is; run the daemon as root or leave network.allow_max empty"
+            )
+            raise ValueError(msg)
         self._config = config
         self._socket = docker_socket_path(config)
         self._executor = ThreadPoolExecutor(config.docker_workers, thread_name_prefix="docker")
@@ -163,7 +172,16 @@ class DockerBackend:
         }
         if spec.runtime:
             kwargs["runtime"] = spec.runtime
-        container = self._docker().containers.create(**kwargs)
+        if egress_enabled(self._config):
+            # Every container, warm ones too: a session is given network
+            # after creation, by listening in this directory.
+            relay = make_relay_dir(self._config, spec.session_id)
+            kwargs["volumes"][relay] = {"bind": RELAY_DIR, "mode": "ro"}
+        try:
+            container = self._docker().containers.create(**kwargs)
+        except BaseException:
+            remove_relay_dir(self._config, spec.session_id)
+            raise
         return str(container.id)
 
     async def _attach(self, container_id: str, session_id: str, what: str) -> AgentConnection:
@@ -210,6 +228,7 @@ class DockerBackend:
         name = container_name(session_id)
         with tolerate_gone():
             self._docker().api.remove_container(name, force=True, v=True)
+        remove_relay_dir(self._config, session_id)
         # A removal already in progress (a reaper and a close at once) is
         # someone else's, but "gone when destroy returns" is ours: wait for it.
         deadline = time.monotonic() + self._config.docker_timeout_s

@@ -36,8 +36,18 @@ class Allowlist(_message.Message):
     deny_globs: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, read_roots: _Optional[_Iterable[str]] = ..., write_roots: _Optional[_Iterable[str]] = ..., deny_globs: _Optional[_Iterable[str]] = ...) -> None: ...
 
+class NetworkPolicy(_message.Message):
+    __slots__ = ("allow", "max_bytes", "max_connections")
+    ALLOW_FIELD_NUMBER: _ClassVar[int]
+    MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MAX_CONNECTIONS_FIELD_NUMBER: _ClassVar[int]
+    allow: _containers.RepeatedScalarFieldContainer[str]
+    max_bytes: int
+    max_connections: int
+    def __init__(self, allow: _Optional[_Iterable[str]] = ..., max_bytes: _Optional[int] = ..., max_connections: _Optional[int] = ...) -> None: ...
+
 class CreateSessionRequest(_message.Message):
-    __slots__ = ("image", "limits", "allowlist", "env", "ttl_seconds", "idle_seconds", "labels", "workspace_tar", "secrets")
+    __slots__ = ("image", "limits", "allowlist", "env", "ttl_seconds", "idle_seconds", "labels", "workspace_tar", "secrets", "network")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -61,6 +71,7 @@ class CreateSessionRequest(_message.Message):
     LABELS_FIELD_NUMBER: _ClassVar[int]
     WORKSPACE_TAR_FIELD_NUMBER: _ClassVar[int]
     SECRETS_FIELD_NUMBER: _ClassVar[int]
+    NETWORK_FIELD_NUMBER: _ClassVar[int]
     image: str
     limits: Limits
     allowlist: Allowlist
@@ -70,10 +81,11 @@ class CreateSessionRequest(_message.Message):
     labels: _containers.ScalarMap[str, str]
     workspace_tar: bytes
     secrets: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, image: _Optional[str] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., allowlist: _Optional[_Union[Allowlist, _Mapping]] = ..., env: _Optional[_Mapping[str, str]] = ..., ttl_seconds: _Optional[int] = ..., idle_seconds: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., workspace_tar: _Optional[bytes] = ..., secrets: _Optional[_Iterable[str]] = ...) -> None: ...
+    network: NetworkPolicy
+    def __init__(self, image: _Optional[str] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., allowlist: _Optional[_Union[Allowlist, _Mapping]] = ..., env: _Optional[_Mapping[str, str]] = ..., ttl_seconds: _Optional[int] = ..., idle_seconds: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., workspace_tar: _Optional[bytes] = ..., secrets: _Optional[_Iterable[str]] = ..., network: _Optional[_Union[NetworkPolicy, _Mapping]] = ...) -> None: ...
 
 class Session(_message.Message):
-    __slots__ = ("id", "state", "image", "limits", "allowlist", "created_at", "expires_at", "labels", "calls", "ttl_seconds", "idle_seconds", "tenant", "secrets")
+    __slots__ = ("id", "state", "image", "limits", "allowlist", "created_at", "expires_at", "labels", "calls", "ttl_seconds", "idle_seconds", "tenant", "secrets", "network")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -94,6 +106,7 @@ class Session(_message.Message):
     IDLE_SECONDS_FIELD_NUMBER: _ClassVar[int]
     TENANT_FIELD_NUMBER: _ClassVar[int]
     SECRETS_FIELD_NUMBER: _ClassVar[int]
+    NETWORK_FIELD_NUMBER: _ClassVar[int]
     id: str
     state: str
     image: str
@@ -107,7 +120,8 @@ class Session(_message.Message):
     idle_seconds: float
     tenant: str
     secrets: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, id: _Optional[str] = ..., state: _Optional[str] = ..., image: _Optional[str] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., allowlist: _Optional[_Union[Allowlist, _Mapping]] = ..., created_at: _Optional[float] = ..., expires_at: _Optional[float] = ..., labels: _Optional[_Mapping[str, str]] = ..., calls: _Optional[int] = ..., ttl_seconds: _Optional[float] = ..., idle_seconds: _Optional[float] = ..., tenant: _Optional[str] = ..., secrets: _Optional[_Iterable[str]] = ...) -> None: ...
+    network: NetworkPolicy
+    def __init__(self, id: _Optional[str] = ..., state: _Optional[str] = ..., image: _Optional[str] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., allowlist: _Optional[_Union[Allowlist, _Mapping]] = ..., created_at: _Optional[float] = ..., expires_at: _Optional[float] = ..., labels: _Optional[_Mapping[str, str]] = ..., calls: _Optional[int] = ..., ttl_seconds: _Optional[float] = ..., idle_seconds: _Optional[float] = ..., tenant: _Optional[str] = ..., secrets: _Optional[_Iterable[str]] = ..., network: _Optional[_Union[NetworkPolicy, _Mapping]] = ...) -> None: ...
 
 class GetSessionRequest(_message.Message):
     __slots__ = ("session_id",)
@@ -140,10 +154,12 @@ class CloseSessionResponse(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., state: _Optional[str] = ...) -> None: ...
 
 class ListToolsRequest(_message.Message):
-    __slots__ = ("dialect",)
+    __slots__ = ("dialect", "session_id")
     DIALECT_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     dialect: str
-    def __init__(self, dialect: _Optional[str] = ...) -> None: ...
+    session_id: str
+    def __init__(self, dialect: _Optional[str] = ..., session_id: _Optional[str] = ...) -> None: ...
 
 class ListToolsResponse(_message.Message):
     __slots__ = ("tools_json",)
