@@ -166,10 +166,22 @@ def test_a_session_policy_within_the_config_ceiling():
         egress.policy_for("default", NetworkRequest(["http://a.test/"]))
 
 
-def test_the_ceiling_hook_is_the_config_one_today():
-    config = load_config(None, {"network": {"allow_max": ["pypi.org"]}}, environ={})
-    [ceiling] = ceilings_for(config, "any-tenant")
-    assert (ceiling.name, [str(p) for p in ceiling.patterns]) == ("network.allow_max", ["pypi.org"])
+def test_a_tenants_network_allow_max_is_a_second_ceiling():
+    config = load_config(
+        None,
+        {
+            "network": {"allow_max": ["pypi.org", "*.pythonhosted.org"]},
+            "tenants": {"alice": {"network_allow_max": ["pypi.org"]}},
+        },
+        environ={},
+    )
+    [only] = ceilings_for(config, "bob")  # no table for bob, none for default
+    assert only.name == "network.allow_max"
+    egress = Egress(config)
+    assert egress.policy_for("bob", NetworkRequest(["files.pythonhosted.org"])).enabled
+    assert egress.policy_for("alice", NetworkRequest(["pypi.org"])).enabled
+    with pytest.raises(PermissionDenied, match="alice's network_allow_max"):
+        egress.policy_for("alice", NetworkRequest(["files.pythonhosted.org"]))
 
 
 def test_config_checks_patterns_and_pins():
