@@ -10,7 +10,7 @@ the daemon's loop: bounded per session by `network.max_bytes` and
 
 Two hooks:
 - `ceilings_for(config, tenant)`: every ceiling a tenant's patterns must fit
-  (today `network.allow_max`; the tenant's `network_allow_max` joins it here).
+  (`network.allow_max`, and the tenant's `network_allow_max` when it has one).
 - `Egress.on_event`: called with every EgressEvent (the audit log's
   `network` event, the `toolrt_egress_connections_total{decision}` metric).
 """
@@ -79,7 +79,7 @@ def ceilings_for(config: Config, tenant: str) -> list[Ceiling]:
         where = f"tenants.{tenant}.network_allow_max"
         ceilings.append(
             Ceiling(
-                f"tenant {tenant!r}'s network_allow_max",
+                f"tenant {tenant}'s network_allow_max",
                 parse_patterns(quota.network_allow_max, where),
             )
         )
