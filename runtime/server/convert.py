@@ -54,6 +54,7 @@ def session_request_from_pb(msg: pb.CreateSessionRequest) -> SessionRequest:
         idle_seconds=max(0, msg.idle_seconds),
         labels=dict(msg.labels),
         workspace_tar=msg.workspace_tar,
+        runtime=msg.runtime,
     )
 
 
@@ -71,6 +72,7 @@ def session_to_pb(session: Session) -> pb.Session:
         ttl_seconds=session.ttl_seconds,
         idle_seconds=session.idle_seconds,
         tenant=session.tenant,
+        runtime=session.runtime,
     )
 
 

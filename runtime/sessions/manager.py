@@ -15,7 +15,13 @@ from dataclasses import dataclass, field, replace
 
 from runtime.config import Config, Limits, tmpfs_overflow
 from runtime.constants import WORKSPACE
-from runtime.errors import AdmissionRefused, BadRequest, EngineUnavailable, SessionNotFound
+from runtime.errors import (
+    AdmissionRefused,
+    BadRequest,
+    EngineUnavailable,
+    PermissionDenied,
+    SessionNotFound,
+)
 from runtime.policy.allowlist import session_policy
 from runtime.sandbox.backend import Sandbox, SandboxBackend, SandboxSpec
 from runtime.sessions.admission import check_memory
@@ -47,6 +53,8 @@ class SessionRequest:
     labels: dict[str, str] = field(default_factory=dict)
     # A tar archive unpacked into /workspace before the session is returned.
     workspace_tar: bytes = b""
+    # OCI runtime: "" for the config's `runtime`, or one of its `runtimes`.
+    runtime: str = ""
 
 
 class SessionManager:
@@ -141,7 +149,7 @@ class SessionManager:
             limits=limits,
             tenant=tenant,
             labels=request.labels,
-            runtime=self._config.runtime,
+            runtime=self._runtime_of(request),
         )
         self.quotas.admit(tenant, spec.image, spec.runtime, limits)
         try:
@@ -159,6 +167,7 @@ class SessionManager:
             env=dict(request.env),
             labels={k: v for k, v in request.labels.items() if not k.startswith("toolrt.")},
             sandbox=sandbox,
+            runtime=spec.runtime,
             ttl_seconds=clamp_window(
                 request.ttl_seconds, self._config.default_ttl_seconds, self._config.max_ttl_seconds
             ),
@@ -187,6 +196,15 @@ class SessionManager:
         log.info("session %s created (image %s, tenant %s)", session_id, spec.image, tenant)
         return session
 
+    def _runtime_of(self, request: SessionRequest) -> str:
+        """The runtime a session asked for, if the operator allows it."""
+        allowed = self._config.allowed_runtimes()
+        if request.runtime and request.runtime not in allowed:
+            names = ", ".join(repr(r) for r in allowed)
+            msg = f"runtime {request.runtime!r} is not offered here; the daemon's runtimes: {names}"
+            raise PermissionDenied(msg)
+        return request.runtime or self._config.runtime
+
     async def _sandbox_for(
         self, spec: SandboxSpec, request: SessionRequest
     ) -> tuple[SandboxSpec, Sandbox]:
@@ -195,12 +213,14 @@ class SessionManager:
         pool, limits = self._pool, spec.limits
         # Claiming a warm container moves it from the pool to the sessions:
         # the live count stays the same, so a full daemon can still serve it.
-        if pool is None or not pool.can_serve(spec.image, limits, request.labels):
+        if pool is None or not pool.can_serve(spec.image, limits, request.labels, spec.runtime):
             self._refuse_if_full()
         self._creating += 1
         try:
             await self._ensure_reaped()
-            warm = await pool.claim(spec.image, limits, request.labels) if pool else None
+            warm = (
+                await pool.claim(spec.image, limits, request.labels, spec.runtime) if pool else None
+            )
             if warm is not None:
                 return replace(spec, session_id=warm.session_id), warm.sandbox
             if pool is not None and self._live() > self._config.max_sessions:

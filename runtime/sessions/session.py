@@ -41,6 +41,8 @@ class Session:
     sandbox: Sandbox
     ttl_seconds: float
     idle_seconds: float
+    # The OCI runtime of its sandbox ("" = the engine's default).
+    runtime: str = ""
     created_at: float = field(default_factory=time.time)
     last_used: float = field(default_factory=time.monotonic)
     state: str = READY
