@@ -117,6 +117,9 @@ class PoolProfile(BaseModel):
     """Size of their /workspace tmpfs (0 for `defaults.workspace_bytes`)."""
     tmp_bytes: int = Field(0, ge=0)
     """Size of their /tmp tmpfs (0 for `defaults.tmp_bytes`)."""
+    runtime: str = ""
+    """OCI runtime of the pooled containers ("" for `Config.runtime`; else
+    one of `Config.runtimes`)."""
 
 
 # DESIGN: a tenant name, wherever it comes from (config, token, certificate).
@@ -294,7 +297,12 @@ class Config(BaseModel):
     image: str = "toolrt-sandbox:default"
     """Image of a session that does not name one. toolrt never pulls."""
     runtime: str = ""
-    """OCI runtime of sandbox containers ("" for the engine's default, or "runsc")."""
+    """OCI runtime of a session that names none ("" for the engine's default,
+    or "runsc" for gVisor: a second wall between commands and the host kernel)."""
+    runtimes: list[str] = Field(default_factory=list)
+    """Other OCI runtimes a session may ask for (`CreateSessionRequest.runtime`),
+    e.g. ["runc", "runsc"]; each must be registered with the engine. Empty:
+    every session runs under `runtime`."""
     docker_host: str = ""
     """Engine address (unix:// only); empty: DOCKER_HOST or /var/run/docker.sock."""
     docker_timeout_s: float = Field(30.0, gt=0)
@@ -350,8 +358,8 @@ class Config(BaseModel):
     """Ready containers kept warm per pool profile (0: no pool, every
     CreateSession starts a container). They count toward `max_sessions`."""
     pool_profiles: list[PoolProfile] = Field(default_factory=list)
-    """Kinds of warm containers (image + tmpfs sizes; the runtime is
-    `runtime`); empty: one profile of the defaults. Memory, cpus and pids are
+    """Kinds of warm containers (image, tmpfs sizes, runtime); empty: one
+    profile of the defaults. Memory, cpus and pids are
     set when a session claims one; other requests are served cold."""
     log_level: str = "INFO"
     """Python logging level of the daemon."""
@@ -389,6 +397,21 @@ class Config(BaseModel):
 
     # From the environment: TOOLRT_ALLOWLIST_MAX_ROOTS=/workspace,/srv
     _roots_from_text = field_validator("allowlist_max_roots", mode="before")(_list_from_text)
+
+    def allowed_runtimes(self) -> list[str]:
+        """`runtime` first, then `runtimes`: the names a session may ask for."""
+        return [self.runtime] + [r for r in self.runtimes if r != self.runtime]
+
+    @model_validator(mode="after")
+    def _pool_runtimes_allowed(self) -> Config:
+        for index, profile in enumerate(self.pool_profiles):
+            if profile.runtime and profile.runtime not in self.allowed_runtimes():
+                msg = (
+                    f"pool_profiles[{index}].runtime {profile.runtime!r} is neither "
+                    f"`runtime` nor one of `runtimes` ({self.allowed_runtimes()})"
+                )
+                raise ValueError(msg)
+        return self
 
     @model_validator(mode="after")
     def _tmpfs_fits_memory(self) -> Config:

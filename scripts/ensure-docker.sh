@@ -26,26 +26,37 @@ if [ "${#missing[@]}" -gt 0 ]; then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# gVisor: the runtime gets networking off at its own level too.
+# gVisor: registered with the flags the sandboxes need (DESIGN, platform
+# notes): no network of its own, bind-mounted unix sockets (the egress relay)
+# openable, and the container's seccomp profile applied (without it runsc
+# ignores the profile). An existing registration is brought up to date; a
+# running dockerd reloads its runtimes on SIGHUP, so it is never restarted.
 daemon_json=/etc/docker/daemon.json
 runsc_path=$(command -v runsc || true)
-if [ -n "$runsc_path" ] && ! grep -q '"runsc"' "$daemon_json" 2>/dev/null; then
+runsc_changed=no
+if [ -n "$runsc_path" ]; then
   mkdir -p /etc/docker
-  if [ -s "$daemon_json" ]; then
-    python3 - "$daemon_json" "$runsc_path" <<'PY'
-import json, sys
+  runsc_changed=$(python3 - "$daemon_json" "$runsc_path" <<'PY'
+import json, os, sys
 path, runsc = sys.argv[1], sys.argv[2]
-with open(path) as f:
-    cfg = json.load(f)
-cfg.setdefault("runtimes", {})["runsc"] = {"path": runsc, "runtimeArgs": ["--network=none"]}
-with open(path, "w") as f:
-    json.dump(cfg, f, indent=2)
+wanted = {"path": runsc, "runtimeArgs": ["--network=none", "--host-uds=open", "--oci-seccomp"]}
+cfg = {}
+if os.path.exists(path) and os.path.getsize(path) > 0:
+    with open(path) as f:
+        cfg = json.load(f)
+runtimes = cfg.setdefault("runtimes", {})
+if runtimes.get("runsc") == wanted:
+    print("no")
+else:
+    runtimes["runsc"] = wanted
+    with open(path + ".toolrt-new", "w") as f:
+        json.dump(cfg, f, indent=2)
+        f.write("\n")
+    os.replace(path + ".toolrt-new", path)
+    print("yes")
 PY
-  else
-    printf '{\n  "runtimes": {"runsc": {"path": "%s", "runtimeArgs": ["--network=none"]}}\n}\n' \
-      "$runsc_path" >"$daemon_json"
-  fi
-  log "registered runsc in $daemon_json"
+)
+  [ "$runsc_changed" = yes ] && log "registered runsc in $daemon_json: ${runsc_path} --network=none --host-uds=open --oci-seccomp"
 fi
 
 # Prefer Debian's client (matches the engine); any client talks to the socket.
@@ -53,6 +64,19 @@ docker_cli=/usr/bin/docker
 [ -x "$docker_cli" ] || docker_cli=$(command -v docker)
 
 if "$docker_cli" info >/dev/null 2>&1; then
+  if [ "$runsc_changed" = yes ]; then
+    # Reload, not restart: running containers (other users') are untouched.
+    log "reloading dockerd's configuration (SIGHUP)"
+    kill -HUP "$(cat /var/run/docker.pid)"
+    for _ in $(seq 1 20); do
+      if "$docker_cli" info --format '{{json .Runtimes}}' 2>/dev/null | grep -q -- '--oci-seccomp'; then
+        exit 0
+      fi
+      sleep 0.5
+    done
+    log "dockerd did not take the new runsc flags after SIGHUP; restart it to apply them"
+    exit 1
+  fi
   exit 0
 fi
 

@@ -7,6 +7,10 @@ and `session` use the `sandbox_backend` fixture's; override or parametrize
 it per module or test, or pass `backend=` to `make_daemon`.
 
 Tests marked `docker` need a real engine and fail (never skip) without one.
+They run under the engine's default OCI runtime, or the one named by
+TOOLRT_TEST_RUNTIME (`make test-runsc` sets "runsc"); a test whose behaviour
+legitimately differs under gVisor is marked `runc_only("why")` and skipped
+there with its reason (DESIGN, platform notes).
 Every daemon a test starts has its own instance name, labels its containers
 `toolrt.test=1`, and its teardown fails the test if any container (or, on
 the local backend, any agent process) is left.
@@ -15,6 +19,7 @@ the local backend, any agent process) is left.
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import uuid
 from collections.abc import Iterator
@@ -37,6 +42,12 @@ from tests.helpers import agent_processes, containers_of
 TEST_LABEL = "toolrt.test"
 IMAGE = "toolrt-sandbox:default"
 BACKENDS = ("docker", "local", "fake")
+# The OCI runtime of every sandbox the Docker tests start ("" = the engine's default).
+TEST_RUNTIME = os.environ.get("TOOLRT_TEST_RUNTIME", "")
+
+
+def under_gvisor() -> bool:
+    return TEST_RUNTIME == "runsc"
 
 
 @pytest.fixture(scope="session")
@@ -58,6 +69,9 @@ def docker_client() -> Iterator[docker.DockerClient]:
 def _engine_for_docker_tests(request: pytest.FixtureRequest) -> None:
     if request.node.get_closest_marker("docker"):
         request.getfixturevalue("docker_client")
+    marker = request.node.get_closest_marker("runc_only")
+    if marker is not None and under_gvisor():
+        pytest.skip(f"differs under gVisor: {marker.args[0] if marker.args else ''}")
 
 
 def config_for_test(**overrides: Any) -> Config:
@@ -65,6 +79,7 @@ def config_for_test(**overrides: Any) -> Config:
         "listen": "127.0.0.1:0",
         "instance": f"test-{uuid.uuid4().hex[:10]}",
         "extra_labels": {TEST_LABEL: "1"},
+        "runtime": TEST_RUNTIME,
     }
     values.update(overrides)
     return load_config(None, values, environ={})

@@ -16,9 +16,9 @@ import selectors
 import signal
 import sys
 import time
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Set, Tuple
 
-from . import procs, protocol, tracker
+from . import healing, procs, protocol, tracker
 from .background import Proc, Registry
 from .capture import READ_CHUNK, Capture
 from .ops import operation
@@ -136,6 +136,9 @@ class CallOps:
         def detach(self, call: Call, idle: bool) -> None: ...
         def proc_update(self, proc: Proc) -> None: ...
         def kill(self, call: Call, reason: str) -> None: ...
+        def relieve(self, kind: Optional[str], also_keep: Optional[Set[int]] = None) -> bool: ...
+
+    healer: healing.Healer
 
     def start_call(self, rid: int, request: protocol.Exec, body: bytes) -> None:
         cap = request.max_background
@@ -148,6 +151,9 @@ class CallOps:
             )
             return
         call = Call(rid, request, self.groups.allocate(), self.redactor)
+        self.healer.started(call.group, request.call_id)
+        # Leftovers of earlier calls must not leave this one without room.
+        self.relieve(healing.pressure(), {call.group})
         self.wrap(call)
         # The command's ends go above procs.FD_FLOOR, clear of its 0-3.
         out_r, out_w = os.pipe2(os.O_CLOEXEC)
@@ -176,7 +182,7 @@ class CallOps:
             state=call.state.peer if call.state is not None else -1,
         )
         try:
-            pid = self.spawn(launch)
+            pid = self.spawn_with_room(launch)
         except OSError as exc:
             for fd in {out_r, out_w, err_r, err_w, report_r, report_w, stdin_r, stdin_w} - {-1}:
                 os.close(fd)
@@ -184,8 +190,10 @@ class CallOps:
                 os.close(launch.state)
             self.settle_state(call)
             code, why = procs.failure_of_spawn(procs.STAGE_EXEC, exc.errno or errno.EIO, "")
-            self.fail(rid, code, f"cannot start a process: {why}")
+            notes = "".join(f"; {note}" for note in self.healer.take_notes())
+            self.fail(rid, code, f"cannot start a process: {why}{notes}")
             return
+        call.notes.extend(self.healer.take_notes())
         for fd in {out_w, err_w, report_w, stdin_r, launch.state} - {-1}:
             os.close(fd)
         call.pid = pid
@@ -204,6 +212,17 @@ class CallOps:
         if stdin_w >= 0:
             os.set_blocking(stdin_w, False)
             self.sel.register(stdin_w, selectors.EVENT_WRITE, ("stdin", [call, memoryview(body)]))
+
+    def spawn_with_room(self, launch: procs.Launch) -> int:
+        """spawn, retried once after stopping runaway leftovers when the pids
+        or memory limit refused it."""
+        try:
+            return self.spawn(launch)
+        except OSError as exc:
+            kind = {errno.EAGAIN: healing.PIDS, errno.ENOMEM: healing.MEMORY}.get(exc.errno or 0)
+            if not self.relieve(kind, {launch.group}):
+                raise
+        return self.spawn(launch)
 
     @staticmethod
     def spawn(launch: procs.Launch) -> int:

@@ -58,6 +58,7 @@ class TreeOps:
         def settle_state(self, call: Call) -> None: ...
         def read_state(self, call: Call, most: int = 64) -> None: ...
         def abort(self, call: Call, message: str) -> None: ...
+        def check_pressure(self, now: float) -> float: ...
 
     def kill(self, call: Call, reason: str) -> None:
         """TERM every process of the call now; stop and kill what is left
@@ -139,6 +140,7 @@ class TreeOps:
             if now >= self.next_tree_check:
                 self.check_trees(now)
             wake.append(self.next_tree_check)
+        wake.append(self.check_pressure(now))
         return max(0.0, min(wake) - now) if wake else None
 
     def step(self, call: Call, now: float) -> Optional[float]:

@@ -22,7 +22,7 @@ import sys
 import threading
 from typing import Dict, Optional
 
-from . import background, calls, deadlines, file_ops, flow, protocol, relay, state, tracker
+from . import background, calls, deadlines, file_ops, flow, healing, protocol, relay, state, tracker
 from .ops import OPERATIONS, operation
 
 # Imported for their registrations: every family's operations are known
@@ -30,7 +30,13 @@ from .ops import OPERATIONS, operation
 _FAMILIES = (background, calls, file_ops, relay)
 
 
-class Agent(calls.CallOps, deadlines.TreeOps, background.BackgroundOps, state.StateOps):
+class Agent(
+    calls.CallOps,
+    deadlines.TreeOps,
+    background.BackgroundOps,
+    state.StateOps,
+    healing.HealOps,
+):
     def __init__(self, proto_in: int, proto_out: int) -> None:
         self.proto_in = proto_in
         self.proto_out = proto_out
@@ -52,6 +58,7 @@ class Agent(calls.CallOps, deadlines.TreeOps, background.BackgroundOps, state.St
         self.background = background.Registry()
         # Network egress (relay.py), started when a session has network.
         self.relay: Optional[relay.Relay] = None
+        self.healer = healing.Healer()
         self.wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         signal.set_wakeup_fd(wake_w)
         signal.signal(signal.SIGCHLD, lambda *_: None)

@@ -26,15 +26,18 @@ import signal
 import struct
 from typing import Dict, Optional, Tuple
 
+from . import seccomp
+
 REPORT = struct.Struct("=Iii")
 ERROR = 1
 # ERROR records: (stage, errno). spawn.c numbers them the same way.
-STAGE_SETUP, STAGE_USER, STAGE_CWD, STAGE_EXEC = 1, 2, 3, 4
+STAGE_SETUP, STAGE_USER, STAGE_CWD, STAGE_EXEC, STAGE_FILTER = 1, 2, 3, 4, 5
 STAGES = {
     STAGE_SETUP: "preparing the command's process",
     STAGE_USER: "dropping to the sandbox user",
     STAGE_CWD: "cwd",
     STAGE_EXEC: "/bin/bash",
+    STAGE_FILTER: "installing the syscall filter",
 }
 # A launcher writes one record; more than this before end-of-file is garbage.
 REPORT_MAX = 4 * REPORT.size
@@ -89,7 +92,8 @@ def failure_of_spawn(stage: int, err: int, cwd: str) -> Tuple[str, str]:
 @dataclasses.dataclass(frozen=True)
 class Launch:
     """`bash -c command` as uid:gid with `group` as its only supplementary
-    group, in cwd with env; its descriptors, all at or above FD_FLOOR."""
+    group, in cwd with env, under the syscall filter (seccomp.py); its
+    descriptors, all at or above FD_FLOOR."""
 
     command: str
     cwd: str
@@ -122,12 +126,15 @@ NATIVE = os.environ.get("TOOLRT_NATIVE_SPAWN", "1") != "0" and os.access(HELPER,
 # posix_spawn errors that mean the helper itself cannot run here (a noexec
 # mount, a missing or foreign binary), not that this command cannot.
 HELPER_UNUSABLE = frozenset({errno.ENOENT, errno.EACCES, errno.EPERM, errno.ENOEXEC})
+# Every command's syscall filter, built once (its hex for the helper).
+FILTER = seccomp.program()
+FILTER_HEX = FILTER.hex()
 
 
 def spawn_native(launch: Launch) -> int:
     """Start the C launcher with posix_spawn (no copy of the agent); its pid,
     which becomes bash's."""
-    argv = [HELPER, str(launch.group), str(launch.uid), str(launch.gid), launch.cwd]
+    argv = [HELPER, FILTER_HEX, str(launch.group), str(launch.uid), str(launch.gid), launch.cwd]
     argv += ["/bin/bash", "-c", launch.command]
     actions = [
         (os.POSIX_SPAWN_DUP2, launch.stdin, 0),
@@ -174,6 +181,8 @@ def spawn_fork(launch: Launch) -> int:
         os.setuid(launch.uid)
         stage = STAGE_CWD
         os.chdir(launch.cwd)
+        stage = STAGE_FILTER
+        seccomp.install(FILTER)
         stage = STAGE_EXEC
         os.execve("/bin/bash", ["/bin/bash", "-c", launch.command], launch.env)
     except OSError as exc:

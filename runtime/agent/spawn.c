@@ -6,14 +6,15 @@
  * no copy) and does what procs.spawn_fork does, which stays the fallback
  * when it is not built:
  *
- *   toolrt-spawn GROUP UID GID CWD PROGRAM ARG...
+ *   toolrt-spawn FILTER GROUP UID GID CWD PROGRAM ARG...
  *
  * fds 0/1/2 are the command's stdin/stdout/stderr, fd 3 the report pipe to
  * the agent; the environment is the command's. It starts a new session,
  * raises its oom_score_adj to 1000 (a memory bomb is killed before the
  * agent), takes GROUP as its only supplementary group (the mark by which the
  * agent finds every process of the call, tracker.py), drops to UID/GID,
- * enters CWD and execs PROGRAM: its pid becomes the command's, and the agent
+ * enters CWD, installs FILTER (a seccomp program in hex, built by
+ * seccomp.py: it stacks on the engine's profile) and execs PROGRAM: its pid becomes the command's, and the agent
  * reads its exit status itself. When a step fails it writes one fixed
  * binary record (procs.REPORT: type, stage, errno) to fd 3 and exits 127; fd
  * 3 is close-on-exec, so it closes empty when PROGRAM starts. No byte of the
@@ -23,8 +24,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -32,7 +37,8 @@
 
 /* procs.REPORT ("=Iii"), its record type and its stages. */
 enum { REPORT_ERROR = 1 };
-enum { STAGE_SETUP = 1, STAGE_USER = 2, STAGE_CWD = 3, STAGE_EXEC = 4 };
+enum { STAGE_SETUP = 1, STAGE_USER = 2, STAGE_CWD = 3, STAGE_EXEC = 4, STAGE_FILTER = 5 };
+#define FILTER_MAX 256 /* instructions */
 struct report {
     uint32_t type;
     int32_t stage;
@@ -56,15 +62,40 @@ static unsigned long number(const char *text) {
     return value;
 }
 
+static int nibble(char c) {
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    fail(STAGE_FILTER, EINVAL);
+    return 0;
+}
+
+/* Decode FILTER and install it; no filter is never a silent outcome. */
+static void install_filter(const char *hex) {
+    static struct sock_filter code[FILTER_MAX];
+    size_t len = strlen(hex);
+    if (len == 0 || len % (2 * sizeof code[0]) != 0 || len / 2 > sizeof code)
+        fail(STAGE_FILTER, EINVAL);
+    unsigned char *bytes = (unsigned char *)code;
+    for (size_t i = 0; i < len / 2; i++)
+        bytes[i] = (unsigned char)(nibble(hex[2 * i]) << 4 | nibble(hex[2 * i + 1]));
+    struct sock_fprog prog = {(unsigned short)(len / 2 / sizeof code[0]), code};
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+        prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) != 0)
+        fail(STAGE_FILTER, errno);
+}
+
 int main(int argc, char **argv) {
     fcntl(REPORT_FD, F_SETFD, FD_CLOEXEC);
-    if (argc < 6)
-        fail(STAGE_SETUP, EINVAL); /* usage: toolrt-spawn GROUP UID GID CWD PROGRAM ARG... */
-    gid_t group = (gid_t)number(argv[1]);
-    uid_t uid = (uid_t)number(argv[2]);
-    gid_t gid = (gid_t)number(argv[3]);
-    const char *cwd = argv[4];
-    char **command = &argv[5];
+    if (argc < 7)
+        fail(STAGE_SETUP, EINVAL); /* usage: toolrt-spawn FILTER GROUP UID GID CWD PROGRAM ARG... */
+    const char *filter = argv[1];
+    gid_t group = (gid_t)number(argv[2]);
+    uid_t uid = (uid_t)number(argv[3]);
+    gid_t gid = (gid_t)number(argv[4]);
+    const char *cwd = argv[5];
+    char **command = &argv[6];
 
     if (setsid() < 0)
         fail(STAGE_SETUP, errno);
@@ -78,6 +109,7 @@ int main(int argc, char **argv) {
         fail(STAGE_USER, errno);
     if (chdir(cwd) != 0)
         fail(STAGE_CWD, errno);
+    install_filter(filter);
     execv(command[0], command);
     fail(STAGE_EXEC, errno);
     return 127;

@@ -55,20 +55,39 @@ def highest_group(path: str) -> int:
     return highest
 
 
-def processes() -> Iterator[Tuple[int, Set[int], bool]]:
-    """(pid, supplementary groups, is a zombie) of every process, one pass
-    over /proc; processes that end while it runs are skipped."""
+def _statuses() -> Iterator[Tuple[int, bytes]]:
+    """(pid, /proc/<pid>/status) of every process, one pass over /proc;
+    processes that end while it runs are skipped."""
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
         try:
             with open(f"/proc/{name}/status", "rb") as f:
-                status = f.read()
+                yield int(name), f.read()
         except OSError:
             continue
+
+
+def processes() -> Iterator[Tuple[int, Set[int], bool]]:
+    """(pid, supplementary groups, is a zombie) of every process."""
+    for pid, status in _statuses():
         groups = _field(status, b"Groups:")
         state = _field(status, b"State:")
-        yield int(name), {int(g) for g in groups.split()}, state[:1] in (b"Z", b"X")
+        yield pid, {int(g) for g in groups.split()}, state[:1] in (b"Z", b"X")
+
+
+def census(base: int = GROUP_BASE) -> Dict[int, Tuple[int, int]]:
+    """Per call group (>= base): its processes (zombies included) and the
+    bytes of memory they hold (resident set)."""
+    found: Dict[int, Tuple[int, int]] = {}
+    for _, status in _statuses():
+        rss = _field(status, b"VmRSS:").split()
+        held = int(rss[0]) * 1024 if rss and rss[0].isdigit() else 0
+        for group in (int(g) for g in _field(status, b"Groups:").split()):
+            if group >= base:
+                count, total = found.get(group, (0, 0))
+                found[group] = (count + 1, total + held)
+    return found
 
 
 def _field(status: bytes, key: bytes) -> bytes:

@@ -146,6 +146,11 @@ def serve_overrides(args: argparse.Namespace) -> dict[str, Any]:
 def add_session_options(parser: argparse.ArgumentParser) -> None:
     """Options of a CreateSession request (`sessions create`, `run`)."""
     parser.add_argument("--image", default="", help="sandbox image (default: the daemon's)")
+    parser.add_argument(
+        "--runtime",
+        default="",
+        help="OCI runtime, e.g. runsc for gVisor (default: the daemon's; see its `runtimes`)",
+    )
     parser.add_argument("--ttl", type=int, default=0, help="session lifetime in seconds")
     parser.add_argument("--idle", type=int, default=0, help="close after this long without calls")
     pairs = [
@@ -177,6 +182,7 @@ def session_fields(args: argparse.Namespace) -> dict[str, Any]:
     """The CreateSessionRequest fields the session options ask for."""
     fields: dict[str, Any] = {
         "image": args.image,
+        "runtime": args.runtime,
         "ttl_seconds": args.ttl,
         "idle_seconds": args.idle,
         "env": dict(args.env),

@@ -76,6 +76,7 @@ def session_request_from_pb(msg: pb.CreateSessionRequest) -> SessionRequest:
         workspace_tar=msg.workspace_tar,
         secrets=list(msg.secrets),
         network=network_from_pb(msg.network),
+        runtime=msg.runtime,
     )
 
 
@@ -95,6 +96,7 @@ def session_to_pb(session: Session) -> pb.Session:
         tenant=session.tenant,
         secrets=session.secrets,
         network=network_to_pb(session.network),
+        runtime=session.runtime,
     )
 
 

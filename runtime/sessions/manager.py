@@ -21,6 +21,7 @@ from runtime.errors import (
     AdmissionRefused,
     BadRequest,
     EngineUnavailable,
+    PermissionDenied,
     SessionNotFound,
     ToolFailure,
 )
@@ -59,6 +60,8 @@ class SessionRequest:
     secrets: list[str] = field(default_factory=list)
     # Hosts the session may reach through the egress proxy (None: no network).
     network: NetworkRequest | None = None
+    # OCI runtime: "" for the config's `runtime`, or one of its `runtimes`.
+    runtime: str = ""
 
 
 class SessionManager:
@@ -162,7 +165,7 @@ class SessionManager:
             limits=limits,
             tenant=tenant,
             labels=request.labels,
-            runtime=self._config.runtime,
+            runtime=self._runtime_of(request),
         )
         self.quotas.admit(tenant, spec.image, spec.runtime, limits)
         try:
@@ -181,6 +184,7 @@ class SessionManager:
             env=env,
             labels={k: v for k, v in request.labels.items() if not k.startswith("toolrt.")},
             sandbox=sandbox,
+            runtime=spec.runtime,
             ttl_seconds=clamp_window(
                 request.ttl_seconds, self._config.default_ttl_seconds, self._config.max_ttl_seconds
             ),
@@ -231,6 +235,15 @@ class SessionManager:
         self.quotas.check_secrets(tenant, names)
         return names
 
+    def _runtime_of(self, request: SessionRequest) -> str:
+        """The runtime a session asked for, if the operator allows it."""
+        allowed = self._config.allowed_runtimes()
+        if request.runtime and request.runtime not in allowed:
+            names = ", ".join(repr(r) for r in allowed)
+            msg = f"runtime {request.runtime!r} is not offered here; the daemon's runtimes: {names}"
+            raise PermissionDenied(msg)
+        return request.runtime or self._config.runtime
+
     async def _sandbox_for(
         self, spec: SandboxSpec, request: SessionRequest
     ) -> tuple[SandboxSpec, Sandbox]:
@@ -239,12 +252,14 @@ class SessionManager:
         pool, limits = self._pool, spec.limits
         # Claiming a warm container moves it from the pool to the sessions:
         # the live count stays the same, so a full daemon can still serve it.
-        if pool is None or not pool.can_serve(spec.image, limits, request.labels):
+        if pool is None or not pool.can_serve(spec.image, limits, request.labels, spec.runtime):
             self._refuse_if_full()
         self._creating += 1
         try:
             await self._ensure_reaped()
-            warm = await pool.claim(spec.image, limits, request.labels) if pool else None
+            warm = (
+                await pool.claim(spec.image, limits, request.labels, spec.runtime) if pool else None
+            )
             if warm is not None:
                 return replace(spec, session_id=warm.session_id), warm.sandbox
             if pool is not None and self._live() > self._config.max_sessions:

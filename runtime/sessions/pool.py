@@ -1,6 +1,6 @@
 """The warm pool: sandboxes started before anyone asks, one session each.
 
-Per profile (image + tmpfs sizes; the runtime is the daemon's), `pool_size`
+Per profile (image, tmpfs sizes, OCI runtime), `pool_size`
 containers are created in the background and kept ready. CreateSession
 claims one when its request matches a profile: the container was created
 with its future session id in `toolrt.session` (labels cannot change), so
@@ -45,6 +45,7 @@ class ProfileKey:
     image: str
     workspace_bytes: int
     tmp_bytes: int
+    runtime: str = ""
 
 
 @dataclass
@@ -54,6 +55,10 @@ class Warm:
     session_id: str
     sandbox: Sandbox
     limits: Limits
+
+
+def _key(image: str, limits: Limits, runtime: str) -> ProfileKey:
+    return ProfileKey(image, limits.workspace_bytes, limits.tmp_bytes, runtime)
 
 
 def _runtime_limits_equal(a: Limits, b: Limits) -> bool:
@@ -83,6 +88,7 @@ class WarmPool:
                 image=profile.image or config.image,
                 workspace_bytes=profile.workspace_bytes or config.defaults.workspace_bytes,
                 tmp_bytes=profile.tmp_bytes or config.defaults.tmp_bytes,
+                runtime=profile.runtime or config.runtime,
             )
             self._ready[key] = deque()
             self._filling[key] = 0
@@ -98,13 +104,15 @@ class WarmPool:
             return len(self._ready.get(key, ()))
         return sum(len(q) for q in self._ready.values())
 
-    def can_serve(self, image: str, limits: Limits, labels: dict[str, str]) -> bool:
-        return self._match(image, limits, labels) is not None
+    def can_serve(self, image: str, limits: Limits, labels: dict[str, str], runtime: str) -> bool:
+        return self._match(image, limits, labels, runtime) is not None
 
-    def _match(self, image: str, limits: Limits, labels: dict[str, str]) -> deque[Warm] | None:
+    def _match(
+        self, image: str, limits: Limits, labels: dict[str, str], runtime: str
+    ) -> deque[Warm] | None:
         if any(not k.startswith("toolrt.") for k in labels):
             return None
-        queue = self._ready.get(ProfileKey(image, limits.workspace_bytes, limits.tmp_bytes))
+        queue = self._ready.get(_key(image, limits, runtime))
         return queue or None
 
     # -- filling ------------------------------------------------------------
@@ -145,7 +153,7 @@ class WarmPool:
                 image=key.image,
                 limits=self._limits(key),
                 tenant=POOL_TENANT,
-                runtime=self._config.runtime,
+                runtime=key.runtime,
             )
             try:
                 await self._before_create()
@@ -165,12 +173,14 @@ class WarmPool:
             self._refill(key)
 
     # -- claiming -----------------------------------------------------------
-    async def claim(self, image: str, limits: Limits, labels: dict[str, str]) -> Warm | None:
+    async def claim(
+        self, image: str, limits: Limits, labels: dict[str, str], runtime: str
+    ) -> Warm | None:
         """A ready sandbox set to `limits`, or None (then serve cold)."""
-        queue = self._match(image, limits, labels)
+        queue = self._match(image, limits, labels, runtime)
         while queue:
             warm = queue.popleft()
-            self._refill(ProfileKey(image, limits.workspace_bytes, limits.tmp_bytes))
+            self._refill(_key(image, limits, runtime))
             if warm.sandbox.lost:
                 self._discard(warm, warm.sandbox.lost)
                 continue

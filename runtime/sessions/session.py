@@ -45,6 +45,8 @@ class Session:
     idle_seconds: float
     # The hosts it may reach and its caps (no patterns: no network).
     network: NetworkPolicy = field(default_factory=NetworkPolicy)
+    # The OCI runtime of its sandbox ("" = the engine's default).
+    runtime: str = ""
     created_at: float = field(default_factory=time.time)
     last_used: float = field(default_factory=time.monotonic)
     state: str = READY

@@ -47,7 +47,7 @@ class NetworkPolicy(_message.Message):
     def __init__(self, allow: _Optional[_Iterable[str]] = ..., max_bytes: _Optional[int] = ..., max_connections: _Optional[int] = ...) -> None: ...
 
 class CreateSessionRequest(_message.Message):
-    __slots__ = ("image", "limits", "allowlist", "env", "ttl_seconds", "idle_seconds", "labels", "workspace_tar", "secrets", "network")
+    __slots__ = ("image", "limits", "allowlist", "env", "ttl_seconds", "idle_seconds", "labels", "workspace_tar", "secrets", "network", "runtime")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -72,6 +72,7 @@ class CreateSessionRequest(_message.Message):
     WORKSPACE_TAR_FIELD_NUMBER: _ClassVar[int]
     SECRETS_FIELD_NUMBER: _ClassVar[int]
     NETWORK_FIELD_NUMBER: _ClassVar[int]
+    RUNTIME_FIELD_NUMBER: _ClassVar[int]
     image: str
     limits: Limits
     allowlist: Allowlist
@@ -82,10 +83,11 @@ class CreateSessionRequest(_message.Message):
     workspace_tar: bytes
     secrets: _containers.RepeatedScalarFieldContainer[str]
     network: NetworkPolicy
-    def __init__(self, image: _Optional[str] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., allowlist: _Optional[_Union[Allowlist, _Mapping]] = ..., env: _Optional[_Mapping[str, str]] = ..., ttl_seconds: _Optional[int] = ..., idle_seconds: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., workspace_tar: _Optional[bytes] = ..., secrets: _Optional[_Iterable[str]] = ..., network: _Optional[_Union[NetworkPolicy, _Mapping]] = ...) -> None: ...
+    runtime: str
+    def __init__(self, image: _Optional[str] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., allowlist: _Optional[_Union[Allowlist, _Mapping]] = ..., env: _Optional[_Mapping[str, str]] = ..., ttl_seconds: _Optional[int] = ..., idle_seconds: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., workspace_tar: _Optional[bytes] = ..., secrets: _Optional[_Iterable[str]] = ..., network: _Optional[_Union[NetworkPolicy, _Mapping]] = ..., runtime: _Optional[str] = ...) -> None: ...
 
 class Session(_message.Message):
-    __slots__ = ("id", "state", "image", "limits", "allowlist", "created_at", "expires_at", "labels", "calls", "ttl_seconds", "idle_seconds", "tenant", "secrets", "network")
+    __slots__ = ("id", "state", "image", "limits", "allowlist", "created_at", "expires_at", "labels", "calls", "ttl_seconds", "idle_seconds", "tenant", "secrets", "network", "runtime")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -107,6 +109,7 @@ class Session(_message.Message):
     TENANT_FIELD_NUMBER: _ClassVar[int]
     SECRETS_FIELD_NUMBER: _ClassVar[int]
     NETWORK_FIELD_NUMBER: _ClassVar[int]
+    RUNTIME_FIELD_NUMBER: _ClassVar[int]
     id: str
     state: str
     image: str
@@ -121,7 +124,8 @@ class Session(_message.Message):
     tenant: str
     secrets: _containers.RepeatedScalarFieldContainer[str]
     network: NetworkPolicy
-    def __init__(self, id: _Optional[str] = ..., state: _Optional[str] = ..., image: _Optional[str] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., allowlist: _Optional[_Union[Allowlist, _Mapping]] = ..., created_at: _Optional[float] = ..., expires_at: _Optional[float] = ..., labels: _Optional[_Mapping[str, str]] = ..., calls: _Optional[int] = ..., ttl_seconds: _Optional[float] = ..., idle_seconds: _Optional[float] = ..., tenant: _Optional[str] = ..., secrets: _Optional[_Iterable[str]] = ..., network: _Optional[_Union[NetworkPolicy, _Mapping]] = ...) -> None: ...
+    runtime: str
+    def __init__(self, id: _Optional[str] = ..., state: _Optional[str] = ..., image: _Optional[str] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., allowlist: _Optional[_Union[Allowlist, _Mapping]] = ..., created_at: _Optional[float] = ..., expires_at: _Optional[float] = ..., labels: _Optional[_Mapping[str, str]] = ..., calls: _Optional[int] = ..., ttl_seconds: _Optional[float] = ..., idle_seconds: _Optional[float] = ..., tenant: _Optional[str] = ..., secrets: _Optional[_Iterable[str]] = ..., network: _Optional[_Union[NetworkPolicy, _Mapping]] = ..., runtime: _Optional[str] = ...) -> None: ...
 
 class GetSessionRequest(_message.Message):
     __slots__ = ("session_id",)
