@@ -28,9 +28,19 @@ FileOp = Callable[[Any, bytes], Tuple[protocol.Message, bytes]]
 
 
 def serve(
-    agent: Agent, rid: int, seconds: float, fn: Callable[[], Tuple[protocol.Message, bytes]]
+    agent: Agent,
+    rid: int,
+    seconds: float,
+    fn: Callable[[], Tuple[protocol.Message, bytes]],
+    streams: bool = False,
 ) -> None:
-    """Run `fn` off the loop within `seconds`; cancellable by request id."""
+    """Run `fn` off the loop within `seconds`; cancellable by request id.
+
+    When no thread can be had (the sandbox's pids limit is full, or its
+    runtime refuses one), an operation that needs nothing more from the
+    loop runs on it instead, still within its budget, and one that streams
+    (its chunks and credits arrive through the loop) is refused honestly.
+    """
     limit = budget.Budget(seconds)
     agent.file_ops[rid] = limit.cancelled
 
@@ -44,7 +54,19 @@ def serve(
             # Chunks or credits still arriving for it are dropped.
             agent.flows.pop(rid, None)
 
-    threading.Thread(target=work, name=f"op-{rid}", daemon=True).start()
+    try:
+        threading.Thread(target=work, name=f"op-{rid}", daemon=True).start()
+    except RuntimeError:
+        if not streams:
+            work()
+            return
+        agent.file_ops.pop(rid, None)
+        agent.flows.pop(rid, None)
+        agent.fail(
+            rid,
+            protocol.LIMIT_EXCEEDED,
+            "the sandbox cannot start a thread for this transfer (its pids limit is full?)",
+        )
 
 
 def answer(agent: Agent, rid: int, fn: Callable[[], Tuple[protocol.Message, bytes]]) -> None:
@@ -111,7 +133,7 @@ def op_extract(agent: Agent, rid: int, request: protocol.Extract, body: bytes) -
 
         return archives.extract(request, inflow), b""
 
-    serve(agent, rid, request.deadline_s, run)
+    serve(agent, rid, request.deadline_s, run, streams=True)
 
 
 @operation(protocol.Archive)
@@ -128,7 +150,7 @@ def op_archive(agent: Agent, rid: int, request: protocol.Archive, body: bytes) -
 
         return pack.archive(request, emit, agent.redactor), b""
 
-    serve(agent, rid, request.deadline_s, run)
+    serve(agent, rid, request.deadline_s, run, streams=True)
 
 
 @operation(protocol.ArchiveChunk)

@@ -56,7 +56,7 @@ def test_the_launcher_reports_one_fixed_record_whatever_the_cwd():
     # cwd (root); either way its report is one record, the cwd nowhere in it.
     read, write = os.pipe()
     cwd = FORGING_CWDS[0]
-    argv = [procs.HELPER, "200000", "1000", "1000", cwd, "/bin/true"]
+    argv = [procs.HELPER, procs.FILTER_HEX, "200000", "1000", "1000", cwd, "/bin/true"]
     pid = os.posix_spawn(procs.HELPER, argv, {}, file_actions=[(os.POSIX_SPAWN_DUP2, write, 3)])
     os.close(write)
     _, status = os.waitpid(pid, 0)
