@@ -95,6 +95,7 @@ def identity_checks(s: dict[str, Sample]) -> list[Check]:
         slower("auth_audit", "auth_none"),
         slower("flood_free", "quiet_free"),
         slower("flood_quota", "quiet_quota"),
+        slower("flood_polite", "quiet_polite"),
     ]
 
 
@@ -112,9 +113,11 @@ def identity_section(
         "plus `audit_log`. Then tenant bob's `shell true` in blocks alternating with "
         f"tenant alice idle and alice flooding ({flooders} threads in a process of "
         "their own, one session each, calling back to back and ignoring refusals), "
-        "on a daemon with no tenant tables and on one giving alice "
-        f"`calls_per_second = {rate}`. Reported, not judged; on a host of few CPUs "
-        "a flood that runs competes with the neighbour for them.",
+        "on a daemon with no tenant tables, on one giving alice "
+        f"`calls_per_second = {rate}`, and on one more with that quota where alice "
+        "waits as each refusal says. Reported, not judged: the flooding client "
+        "runs on the same host, and on one of few CPUs a flood (of calls or of "
+        "refusals) competes with the neighbour for them.",
         "",
         *target_table(identity_checks(s), names),
         "",

@@ -9,6 +9,7 @@ stops them and removes their containers by that name.
 from __future__ import annotations
 
 import multiprocessing
+import re
 import tempfile
 import threading
 import time
@@ -27,6 +28,7 @@ FLOODERS = 8
 # The flooding tenant's ceiling in the quota variant: well under what 8
 # callers reach on a small host, so most of its calls are refused.
 FLOOD_RATE = 20
+RETRY_IN = re.compile(r"retry in ([0-9.]+) s")
 
 # Short names used in the identity table.
 NAMES = {
@@ -37,6 +39,8 @@ NAMES = {
     "flood_free": "bob beside alice's flood",
     "quiet_quota": "bob alone (alice has a quota)",
     "flood_quota": f"bob beside alice's flood at her quota ({FLOOD_RATE}/s)",
+    "quiet_polite": "bob alone (alice has a quota, waits as told)",
+    "flood_polite": "bob beside alice's flood at her quota, waiting as told",
 }
 
 
@@ -91,10 +95,11 @@ def _caller(client: Client, session_id: str) -> Callable[[], Any]:
     return lambda: ours.shell(client, session_id, "true")
 
 
-def _flood(target: str, token: str, on: Any, stop: Any, out: Any) -> None:
+def _flood(target: str, token: str, polite: bool, on: Any, stop: Any, out: Any) -> None:
     """In a process of its own: FLOODERS threads, each in its own session,
-    call `shell true` back to back while `on` is set, ignoring refusals (a
-    hostile or broken client, not one that waits as told)."""
+    call `shell true` back to back while `on` is set; a refusal for the rate
+    is ignored (a hostile or broken client) or, `polite`, waited out as the
+    message says."""
     client = Client(target, token=token, timeout=120)
     ids = [client.create_session().id for _ in range(FLOODERS)]
     counts = {"ok": 0, "refused": 0, "failed": 0}
@@ -109,6 +114,9 @@ def _flood(target: str, token: str, on: Any, stop: Any, out: Any) -> None:
                 key = "ok" if result.ok else "failed"
             except ToolrtRpcError as exc:
                 key = "refused" if exc.code == grpc.StatusCode.RESOURCE_EXHAUSTED else "failed"
+                wait = RETRY_IN.search(exc.details)
+                if polite and wait:
+                    time.sleep(float(wait.group(1)))
             with lock:
                 counts[key] += 1
 
@@ -128,10 +136,12 @@ class Flood:
     """A flooding tenant in a spawned process (its own GIL and gRPC), switched
     on and off between the neighbour's blocks of calls."""
 
-    def __init__(self, d: ours.Daemon, token: str) -> None:
+    def __init__(self, d: ours.Daemon, token: str, polite: bool) -> None:
         ctx = multiprocessing.get_context("spawn")
         self.on, self.stop, self.out = ctx.Event(), ctx.Event(), ctx.Queue()
-        self.proc = ctx.Process(target=_flood, args=(d.target, token, self.on, self.stop, self.out))
+        self.proc = ctx.Process(
+            target=_flood, args=(d.target, token, polite, self.on, self.stop, self.out)
+        )
         self.proc.start()
         if self.out.get(timeout=120) != "ready":
             msg = "the flooding process did not start"
@@ -160,19 +170,21 @@ def neighbour(
     instance: str, log_path: str, tmp: Path, rounds: int, daemons: list[ours.Daemon]
 ) -> dict[str, Sample]:
     """Tenant bob's `shell true` with and without tenant alice flooding, on a
-    daemon without tenant tables and on one giving alice calls_per_second."""
+    daemon without tenant tables and on two giving alice calls_per_second:
+    one where alice ignores refusals, one where she waits as told."""
     quota = f"[tenants.alice]\ncalls_per_second = {FLOOD_RATE}\nburst = {FLOOD_RATE}\n"
     s: dict[str, Sample] = {}
     variants = []
-    for key, toml, label in (
-        ("free", "", "no quota"),
-        ("quota", quota, f"alice at {FLOOD_RATE} calls/s"),
+    for key, toml, label, polite in (
+        ("free", "", "no quota", False),
+        ("quota", quota, f"alice at {FLOOD_RATE} calls/s", False),
+        ("polite", quota, f"alice at {FLOOD_RATE} calls/s, waiting as told", True),
     ):
         d, tokens = _daemon(instance, log_path, tmp, f"nb-{key}", toml, ["bob", "alice"])
         daemons.append(d)
         s[f"quiet_{key}"] = Sample(f"bob shell true, alice idle ({label})")
         s[f"flood_{key}"] = Sample(f"bob shell true, alice flooding ({label})")
-        variants.append((key, d, Flood(d, tokens["alice"]), d.client.create_session().id))
+        variants.append((key, d, Flood(d, tokens["alice"], polite), d.client.create_session().id))
     for _ in range(rounds):
         for key, d, flood, sid in variants:
             for sample, flooding in ((s[f"quiet_{key}"], False), (s[f"flood_{key}"], True)):
@@ -184,6 +196,7 @@ def neighbour(
     for key, d, flood, sid in variants:
         counts = flood.finish()
         rate = f"{FLOODERS} callers" + ("" if key == "free" else f", quota {FLOOD_RATE}/s")
+        rate += ", waiting as told" if key == "polite" else ""
         # Each start finds a full bucket, so a quota lets through its burst
         # once per block on top of its rate.
         tput = Sample(f"alice's flood ({rate}): calls that ran, per second flooding")
