@@ -38,7 +38,16 @@ class Daemon:
     """`python -m runtime serve` in a child process, so clients and daemon
     do not share a GIL."""
 
-    def __init__(self, instance: str, pool_size: int = 0, log_path: str = "") -> None:
+    def __init__(
+        self,
+        instance: str,
+        pool_size: int = 0,
+        log_path: str = "",
+        config: str = "",
+        token: str = "",
+    ) -> None:
+        """`config`: a TOML file for what the environment cannot say (tables);
+        `token`: the bearer token of `self.client`."""
         self.instance = instance
         self.target = f"127.0.0.1:{_free_port()}"
         env = {
@@ -60,12 +69,13 @@ class Daemon:
                 self.target,
                 "--instance",
                 instance,
+                *(["--config", config] if config else []),
             ],
             env=env,
             stdout=log,
             stderr=log,
         )
-        self.client = Client(self.target, timeout=120)
+        self.client = Client(self.target, token=token, timeout=120)
         deadline = time.monotonic() + 60
         while True:
             try:

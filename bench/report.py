@@ -14,6 +14,9 @@ from bench.stats import Sample
 
 README_START = "<!-- bench:start -->"
 README_END = "<!-- bench:end -->"
+# The identity section, inside the above: `--only tenants` replaces just this.
+TENANTS_START = "<!-- bench:tenants:start -->"
+TENANTS_END = "<!-- bench:tenants:end -->"
 MiB = 1 << 20
 
 
@@ -79,6 +82,47 @@ def checks(s: dict[str, Sample], extra: dict[str, Any]) -> list[Check]:
     rss = extra.get("daemon_rss_64_bytes", 0) / MiB
     out.append(Check("daemon RSS with 64 sessions (MiB)", rss, "reported", None))
     return out
+
+
+def identity_checks(s: dict[str, Sample]) -> list[Check]:
+    """Ratios of p50s, reported and not judged: the issue asks for the figures."""
+
+    def slower(key: str, base: str) -> Check:
+        return Check(f"{key} / {base} (p50)", ratio(s[key].p50, s[base].p50), "reported", None)
+
+    return [
+        slower("auth_token", "auth_none"),
+        slower("auth_audit", "auth_none"),
+        slower("flood_free", "quiet_free"),
+        slower("flood_quota", "quiet_quota"),
+        slower("flood_polite", "quiet_polite"),
+    ]
+
+
+def identity_section(
+    s: dict[str, Sample], names: dict[str, str], measured: str, flooders: int, rate: int
+) -> list[str]:
+    """Markdown of the identity figures: the ratios, then every sample."""
+    return [
+        "### Identity: a token's cost, a flooding neighbour",
+        "",
+        measured,
+        "",
+        "`shell true` on three daemons in interleaved blocks: no authentication "
+        "configured; `auth.tokens_file` and a bearer token on every call; the same "
+        "plus `audit_log`. Then tenant bob's `shell true` in blocks alternating with "
+        f"tenant alice idle and alice flooding ({flooders} threads in a process of "
+        "their own, one session each, calling back to back and ignoring refusals), "
+        "on a daemon with no tenant tables, on one giving alice "
+        f"`calls_per_second = {rate}`, and on one more with that quota where alice "
+        "waits as each refusal says. Reported, not judged: the flooding client "
+        "runs on the same host, and on one of few CPUs a flood (of calls or of "
+        "refusals) competes with the neighbour for them.",
+        "",
+        *target_table(identity_checks(s), names),
+        "",
+        *latency_table(s),
+    ]
 
 
 def _ms(x: float) -> str:
@@ -155,13 +199,16 @@ def plot(curve: list[tuple[int, Sample]], path: Path) -> bool:
     return True
 
 
-def splice_readme(readme: Path, markdown: str) -> bool:
+def splice_readme(
+    readme: Path, markdown: str, start: str = README_START, end: str = README_END
+) -> bool:
+    """Replace what lies between the markers `start` and `end` of the README."""
     if not readme.exists():
         return False
     text = readme.read_text()
-    if README_START not in text or README_END not in text:
+    if start not in text or end not in text:
         return False
-    head, rest = text.split(README_START, 1)
-    _, tail = rest.split(README_END, 1)
-    readme.write_text(f"{head}{README_START}\n{markdown}\n{README_END}{tail}")
+    head, rest = text.split(start, 1)
+    _, tail = rest.split(end, 1)
+    readme.write_text(f"{head}{start}\n{markdown}\n{end}{tail}")
     return True

@@ -1,10 +1,12 @@
 """`make bench`: toolrt against its baselines and llm-sandbox, in one run.
 
-    bench/.venv/bin/python -m bench.run [--quick]
+    bench/.venv/bin/python -m bench.run [--quick] [--only tenants]
 
 Prints the latency table, the targets as ratios (misses marked), and the
 concurrency curve; writes bench/results/latest.{md,json}, curve.png, and the
-README's Benchmarks section. Removes every container it started.
+README's Benchmarks section. The identity figures (bench/tenants.py) also go
+to bench/results/tenants.{md,json}; `--only tenants` measures just those and
+replaces just their part of the README. Removes every container it started.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from pathlib import Path
 
 import docker
 
-from bench import ours, report
+from bench import ours, report, tenants
 from bench.baselines import Baselines
 from bench.stats import Sample, interleave
 
@@ -70,10 +72,82 @@ def machine() -> dict[str, str]:
     }
 
 
+def machine_line(host: dict[str, str], quick: bool) -> str:
+    return (
+        f"{host['date']}: {host['cpus']} CPUs, {host['memory']}, kernel {host['kernel']}, "
+        f"Docker {host['docker']} (runtime {host['runtime']}, cgroup {host['cgroup']}), "
+        f"Python {host['python']}, load average before the report {host['load']}"
+        + (" (--quick)" if quick else "")
+    )
+
+
+def remove_containers(daemons: list[ours.Daemon]) -> int:
+    """Stop the daemons and remove whatever containers they left (by instance label)."""
+    left = 0
+    for d in daemons:
+        d.stop()
+    client = docker.from_env(timeout=60)
+    try:
+        for instance in {d.instance for d in daemons}:
+            for c in client.containers.list(
+                all=True, filters={"label": f"toolrt.daemon={instance}"}
+            ):
+                left += 1
+                c.remove(force=True)
+    finally:
+        client.close()
+    return left
+
+
+def identity(s: dict[str, Sample], host: dict[str, str], quick: bool, command: str) -> list[str]:
+    """The identity section; also written on its own to bench/results/tenants.{md,json}."""
+    md = report.identity_section(
+        s,
+        tenants.NAMES,
+        f"Measured by `{command}` on {machine_line(host, quick)}.",
+        flooders=tenants.FLOODERS,
+        rate=tenants.FLOOD_RATE,
+    )
+    (RESULTS / "tenants.md").write_text("\n".join(md) + "\n")
+    (RESULTS / "tenants.json").write_text(
+        json.dumps(
+            {
+                "machine": host,
+                "quick": quick,
+                "samples": {k: v.as_dict() for k, v in s.items()},
+                "ratios": [c.__dict__ for c in report.identity_checks(s)],
+            },
+            indent=1,
+        )
+    )
+    return md
+
+
+def only_tenants(args: argparse.Namespace, instance: str, log_path: str) -> int:
+    daemons: list[ours.Daemon] = []
+    try:
+        s = tenants.measure(instance, log_path, args.quick, daemons)
+    finally:
+        left = remove_containers(daemons)
+        if left:
+            print(f"removed {left} container(s) left by the run", file=sys.stderr)
+    command = "make bench BENCH_ARGS='--only tenants" + (" --quick'" if args.quick else "'")
+    markdown = "\n".join(identity(s, machine(), args.quick, command))
+    print("\n" + markdown)
+    if not args.no_readme and not report.splice_readme(
+        ROOT / "README.md", markdown, report.TENANTS_START, report.TENANTS_END
+    ):
+        print("README.md has no identity markers: left alone", file=sys.stderr)
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer samples (~2 minutes)")
     parser.add_argument("--no-readme", action="store_true", help="leave README.md alone")
+    parser.add_argument(
+        "--only", choices=["tenants"], help="just this section (its part of the README only)"
+    )
     args = parser.parse_args()
     quick = args.quick
     run_id = uuid.uuid4().hex[:8]
@@ -81,6 +155,8 @@ def main() -> int:
     RESULTS.mkdir(parents=True, exist_ok=True)
     log_path = str(RESULTS / "daemon.log")
     Path(log_path).write_text("")
+    if args.only == "tenants":
+        return only_tenants(args, instance, log_path)
     base = Baselines(instance, quick)
     s: dict[str, Sample] = {}
     extra: dict[str, int] = {}
@@ -151,18 +227,10 @@ def main() -> int:
         daemons.append(warm)
         s["warm"] = ours.warm_first_call(warm, 8 if quick else 20, 1.0)
         warm.stop()
+        step("identity: a token's cost per call, a flooding neighbour")
+        ident = tenants.measure(instance, log_path, quick, daemons)
     finally:
-        for d in daemons:
-            d.stop()
-        left = base.cleanup()
-        client = docker.from_env(timeout=60)
-        for suffix in ("-a", "-b"):
-            for c in client.containers.list(
-                all=True, filters={"label": f"toolrt.daemon={instance}{suffix}"}
-            ):
-                left += 1
-                c.remove(force=True)
-        client.close()
+        left = base.cleanup() + remove_containers(daemons)
         base.close()
         if left:
             print(f"removed {left} container(s) left by the run", file=sys.stderr)
@@ -172,12 +240,6 @@ def main() -> int:
     host = machine()
     png = RESULTS / "curve.png"
     drew = report.plot(curve, png)
-    machine_line = (
-        f"{host['date']}: {host['cpus']} CPUs, {host['memory']}, kernel {host['kernel']}, "
-        f"Docker {host['docker']} (runtime {host['runtime']}, cgroup {host['cgroup']}), "
-        f"Python {host['python']}, load average before the report {host['load']}"
-        + (" (--quick)" if quick else "")
-    )
     memory_line = (
         f"Idle session: {extra.get('idle_session_bytes', 0) / (1 << 20):.1f} MiB "
         "(container memory less page cache, agent included); daemon RSS "
@@ -195,7 +257,7 @@ def main() -> int:
         f"{ceiling:.0f} calls/s before any client or other load."
     )
     md = [
-        f"Measured by `make bench` on {machine_line}.",
+        f"Measured by `make bench` on {machine_line(host, quick)}.",
         "",
         "Targets (ratios of samples from the same run):",
         "",
@@ -216,6 +278,8 @@ def main() -> int:
     ]
     if drew:
         md += ["", "![latency and throughput by concurrent sessions](bench/results/curve.png)"]
+    command = "make bench" + (" BENCH_ARGS=--quick" if quick else "")
+    md += ["", report.TENANTS_START, *identity(ident, host, quick, command), report.TENANTS_END]
     markdown = "\n".join(md)
     print("\n" + markdown)
     # latest.md sits beside the plot; the README links it from the root.
@@ -230,6 +294,7 @@ def main() -> int:
                 "memory": extra,
                 "cpu_per_call": cpu,
                 "targets": [c.__dict__ for c in found],
+                "identity": {k: v.as_dict() for k, v in ident.items()},
             },
             indent=1,
         )
