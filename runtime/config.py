@@ -12,7 +12,7 @@ import os
 import re
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -283,6 +283,17 @@ class Config(BaseModel):
     set when a session claims one; other requests are served cold."""
     log_level: str = "INFO"
     """Python logging level of the daemon."""
+    log_format: Literal["text", "json"] = "text"
+    """`text` for terminals, `json` for machines: one object per line with
+    `ts`, `level`, `logger`, `message`, and `session_id`/`call_id` where
+    they apply. Neither carries arguments or outputs at INFO."""
+    metrics_listen: str = ""
+    """HOST:PORT serving Prometheus text at /metrics (e.g. "127.0.0.1:9464");
+    empty: off."""
+    otel_endpoint: str = ""
+    """OTLP/HTTP base URL of a trace collector (e.g. "http://127.0.0.1:4318"):
+    a span per RPC and one per tool call, continuing a caller's W3C
+    `traceparent`. Empty: off, and OpenTelemetry is not even imported."""
     allowlist_max_roots: list[str] = Field(default_factory=lambda: list(WRITABLE_AREAS))
     """Ceiling of every session's path allowlist: requested read/write roots
     must lie below one of these (else INVALID_ARGUMENT)."""

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from runtime.audit import DAEMON, AuditLog
 from runtime.config import Config
 from runtime.errors import AuditUnavailable
+from runtime.observability import Observability
 from runtime.sandbox.backend import SandboxBackend
 from runtime.sessions.calls import Calls
 from runtime.sessions.manager import SessionManager
@@ -36,6 +37,8 @@ class Core:
     reaper: Reaper
     # Who did what: session events, calls, transfers, refused authentications.
     audit: AuditLog
+    # What operators see: metrics, traces, the log context.
+    obs: Observability
 
     async def start(self, *, reap_expired: bool = True) -> None:
         """Reap a previous run's sandboxes, fill the pool, start the reaper.
@@ -43,6 +46,7 @@ class Core:
         `reap_expired=False` leaves sessions without TTL or idle reaping (the
         in-process MCP front: one session for the life of its connection).
         """
+        self.obs.start()
         await self.manager.start()
         if reap_expired:
             self.reaper.start()
@@ -55,6 +59,7 @@ class Core:
         finally:
             self.audit.close()
             await self.backend.close()
+            self.obs.stop()
 
 
 def build_core(
@@ -68,13 +73,18 @@ def build_core(
         backend = DockerBackend(config)
     registry = registry or default_registry()
     audit = AuditLog(config.audit_log)
+    obs = Observability(config, registry.names())
 
     def ended(session: Session, reason: str) -> None:
         # Kept by the audit log until it can be written; nothing to answer here.
         with contextlib.suppress(AuditUnavailable):
             audit.session("session.close", DAEMON, session.id, tenant=session.tenant, reason=reason)
 
-    manager = SessionManager(config, backend, ended)
+    manager = SessionManager(config, backend, ended, obs.metrics)
+    obs.metrics.watch(
+        lambda: len(manager.live_sessions()), lambda: manager.pool.ready() if manager.pool else 0
+    )
     reaper = Reaper(manager.live_sessions, manager.expire, config.reaper_interval_s)
-    calls = Calls(config, manager, registry)
-    return Core(config, backend, registry, manager, calls, Transfers(manager), reaper, audit)
+    calls = Calls(config, manager, registry, obs)
+    transfers = Transfers(manager)
+    return Core(config, backend, registry, manager, calls, transfers, reaper, audit, obs)

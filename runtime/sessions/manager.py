@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from runtime.config import Config, Limits, tmpfs_overflow
 from runtime.constants import WORKSPACE
 from runtime.errors import AdmissionRefused, BadRequest, EngineUnavailable, SessionNotFound
+from runtime.observability.metrics import SOURCE_COLD, SOURCE_POOL, Metrics
 from runtime.policy.allowlist import session_policy
 from runtime.sandbox.backend import Sandbox, SandboxBackend, SandboxSpec
 from runtime.sessions.admission import check_memory
@@ -57,9 +59,11 @@ class SessionManager:
         config: Config,
         backend: SandboxBackend,
         on_ended: Callable[[Session, str], None] | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self._config = config
         self._backend = backend
+        self._metrics = metrics or Metrics([])
         # Told of every session the daemon ends itself (TTL, idle, a lost
         # sandbox, shutdown) with the reason; CloseSession's caller knows already.
         self._on_ended = on_ended or (lambda session, reason: None)
@@ -121,6 +125,7 @@ class SessionManager:
 
     # -- lifecycle ----------------------------------------------------------
     async def create(self, tenant: str, request: SessionRequest) -> Session:
+        started = time.monotonic()
         if self._shutting_down:
             msg = "the daemon is shutting down"
             raise AdmissionRefused(msg)
@@ -149,7 +154,7 @@ class SessionManager:
         except BaseException:
             self.quotas.release(tenant, limits)
             raise
-        session_id = spec.session_id
+        spec_id, session_id = session_id, spec.session_id
         session = Session(
             id=session_id,
             tenant=tenant,
@@ -184,7 +189,16 @@ class SessionManager:
             except BaseException:
                 await self._close(session, "its workspace_tar could not be unpacked")
                 raise
-        log.info("session %s created (image %s, tenant %s)", session_id, spec.image, tenant)
+        source = SOURCE_COLD if session_id == spec_id else SOURCE_POOL
+        self._metrics.session_created(source, time.monotonic() - started)
+        log.info(
+            "session %s created (image %s, tenant %s, %s)",
+            session_id,
+            spec.image,
+            tenant,
+            source,
+            extra={"session_id": session_id},
+        )
         return session
 
     async def _sandbox_for(
@@ -228,6 +242,7 @@ class SessionManager:
     async def expire(self, session: Session, reason: str) -> None:
         """Close `session` for `reason` (TTL or idle); its running calls get it."""
         await self._close(session, reason)
+        self._metrics.session_closed("idle" if "(idle limit)" in reason else "ttl")
         self._on_ended(session, reason)
 
     async def close(self, tenant: str, session_id: str) -> str:
@@ -238,6 +253,7 @@ class SessionManager:
             msg = f"no session {session_id!r}"
             raise SessionNotFound(msg)
         await self._close(session)
+        self._metrics.session_closed("closed")
         return CLOSED
 
     async def _close(self, session: Session, reason: str = "the session was closed") -> None:
@@ -263,6 +279,7 @@ class SessionManager:
             return
         log.warning("session %s lost its sandbox: %s", session.id, reason)
         await self._close(session, reason)
+        self._metrics.session_closed("sandbox_lost")
         self._on_ended(session, reason)
 
     async def shutdown(self) -> None:
@@ -279,4 +296,5 @@ class SessionManager:
         await asyncio.sleep(0)
         await asyncio.gather(*(self._close(s) for s in sessions), return_exceptions=True)
         for session in sessions:
+            self._metrics.session_closed("shutdown")
             self._on_ended(session, "the daemon is shutting down")
