@@ -274,9 +274,17 @@ class Config(BaseModel):
     """Shell semantics: head/tail split, silence detection, background processes."""
     extra_labels: dict[str, str] = Field(default_factory=dict)
     """Labels added to every container (cannot override `toolrt.*`)."""
-    pool_size: int = Field(0, ge=0)
-    """Ready containers kept warm per pool profile (0: no pool, every
-    CreateSession starts a container). They count toward `max_sessions`."""
+    pool_size: int = Field(8, ge=0)
+    """Most ready containers kept warm per pool profile (0: no pool, every
+    CreateSession starts a container). Below it the pool sizes itself from
+    recent demand; warm containers count toward `max_sessions`."""
+    pool_min: int = Field(1, ge=0)
+    """Ready containers each profile keeps even when idle (capped by
+    `pool_size`), so a first session after a quiet spell is warm too."""
+    pool_window_s: float = Field(30.0, gt=0)
+    """Demand window of the pool: a profile keeps as many ready containers as
+    its busiest second over this many seconds needed (at least `pool_min`),
+    and removes the surplus once demand has stayed lower for a whole window."""
     pool_profiles: list[PoolProfile] = Field(default_factory=list)
     """Kinds of warm containers (image + tmpfs sizes; the runtime is
     `runtime`); empty: one profile of the defaults. Memory, cpus and pids are

@@ -65,6 +65,9 @@ def config_for_test(**overrides: Any) -> Config:
         "listen": "127.0.0.1:0",
         "instance": f"test-{uuid.uuid4().hex[:10]}",
         "extra_labels": {TEST_LABEL: "1"},
+        # Warm by default in production; off here unless a test asks, so test
+        # daemons start no containers nobody uses.
+        "pool_size": 0,
     }
     values.update(overrides)
     return load_config(None, values, environ={})

@@ -20,7 +20,7 @@ from runtime.errors import AdmissionRefused, BadRequest, EngineUnavailable, Sess
 from runtime.observability.metrics import SOURCE_COLD, SOURCE_POOL, Metrics
 from runtime.policy.allowlist import session_policy
 from runtime.sandbox.backend import Sandbox, SandboxBackend, SandboxSpec
-from runtime.sessions.admission import check_memory
+from runtime.sessions.admission import available_memory, check_memory
 from runtime.sessions.journal import Journal
 from runtime.sessions.pool import WarmPool
 from runtime.sessions.quotas import TenantQuotas
@@ -97,7 +97,11 @@ class SessionManager:
         return len(self._sessions) + self._creating + pooled
 
     def _has_room(self) -> bool:
-        return not self._shutting_down and self._live() < self._config.max_sessions
+        """Whether the pool may start one more container."""
+        if self._shutting_down or self._live() >= self._config.max_sessions:
+            return False
+        floor = self._config.min_available_memory_bytes
+        return not floor or available_memory() >= floor
 
     def _refuse_if_full(self) -> None:
         live = self._live()
@@ -210,6 +214,8 @@ class SessionManager:
         # Claiming a warm container moves it from the pool to the sessions:
         # the live count stays the same, so a full daemon can still serve it.
         if pool is None or not pool.can_serve(spec.image, limits, request.labels):
+            if pool is not None and self._live() >= self._config.max_sessions:
+                pool.evict()  # a session needs the slot more than a warm container
             self._refuse_if_full()
         self._creating += 1
         try:
