@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 
+from runtime.admin import Admin
 from runtime.audit import DAEMON, AuditLog
 from runtime.config import Config
 from runtime.errors import AuditUnavailable
@@ -37,8 +38,9 @@ class Core:
     reaper: Reaper
     # Who did what: session events, calls, transfers, refused authentications.
     audit: AuditLog
-    # What operators see: metrics, traces, the log context.
+    # What operators see: metrics, traces, the log context; the Admin* RPCs' answers.
     obs: Observability
+    admin: Admin
 
     async def start(self, *, reap_expired: bool = True) -> None:
         """Reap a previous run's sandboxes, fill the pool, start the reaper.
@@ -87,4 +89,5 @@ def build_core(
     reaper = Reaper(manager.live_sessions, manager.expire, config.reaper_interval_s)
     calls = Calls(config, manager, registry, obs)
     transfers = Transfers(manager)
-    return Core(config, backend, registry, manager, calls, transfers, reaper, audit, obs)
+    admin = Admin(config, backend, manager, obs)
+    return Core(config, backend, registry, manager, calls, transfers, reaper, audit, obs, admin)

@@ -144,6 +144,15 @@ class Client:
         reply = self._rpc(self.stub.CloseSession, pb.CloseSessionRequest(session_id=session_id))
         return str(reply.state)
 
+    def admin_stats(self) -> pb.AdminStatsResponse:
+        """The daemon's state (an admin principal's call)."""
+        return self._rpc(self.stub.AdminStats, pb.AdminStatsRequest(), self.timeout)
+
+    def admin_sessions(self, tenant: str = "", usage: bool = False) -> list[pb.AdminSession]:
+        """Every tenant's open sessions (or `tenant`'s), with CPU and memory when `usage`."""
+        request = pb.AdminListSessionsRequest(tenant=tenant, usage=usage)
+        return list(self._rpc(self.stub.AdminListSessions, request, self.timeout).sessions)
+
     def list_tools(self, dialect: str = "") -> list[dict[str, Any]]:
         reply = self._rpc(self.stub.ListTools, pb.ListToolsRequest(dialect=dialect))
         return list(json.loads(reply.tools_json))

@@ -28,9 +28,11 @@ from runtime.observability.tracing import (
     TOOL,
     build_tracer,
 )
+from runtime.observability.window import PerSecond
 
 __all__ = ["CallOutcome", "Metrics", "Observability", "log_context"]
 
+CALL_RATE_WINDOW_S = 60.0
 # Tool names come from the model: a span attribute keeps a prefix, as the log does.
 TOOL_NAME_CHARS = 64
 
@@ -47,6 +49,8 @@ class Observability:
         self._config = config
         self.metrics = Metrics(tools)
         self.tracer = build_tracer(config.otel_endpoint, config.instance)
+        # Tool calls per second over the last minute (`toolrt status`).
+        self.call_rate = PerSecond(CALL_RATE_WINDOW_S)
 
     def start(self) -> None:
         if self._config.metrics_listen:
@@ -95,3 +99,4 @@ class Observability:
             if outcome.code:
                 span.fail(outcome.code)
         self.metrics.call_answered(tool, outcome.code, time.monotonic() - started)
+        self.call_rate.note()

@@ -13,7 +13,7 @@ import contextlib
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from runtime import agent as agent_package
 from runtime.config import Limits
@@ -110,6 +110,35 @@ class ConnectedSandbox:
 
     def close(self) -> None:
         self._conn.close()
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    # e.g. "docker 20.10.24+dfsg1".
+    name: str
+    # OCI runtime new sandboxes run under.
+    runtime: str
+
+
+@dataclass(frozen=True)
+class Usage:
+    cpu_seconds: float
+    memory_bytes: int
+
+
+# What a backend reports when it cannot tell a sandbox's usage.
+NO_USAGE = Usage(-1.0, -1)
+
+
+# Optional questions a backend may answer, for the Admin* RPCs.
+@runtime_checkable
+class EngineDescriber(Protocol):
+    async def describe_engine(self) -> EngineInfo: ...
+
+
+@runtime_checkable
+class UsageReader(Protocol):
+    async def usage(self, sandbox_id: str) -> Usage: ...
 
 
 class SandboxBackend(Protocol):

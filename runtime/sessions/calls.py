@@ -162,6 +162,7 @@ class Calls:
             )
             raise BudgetExhausted(msg)
         session.calls += 1
+        session.last_tool = call.name[:64]
         tool, args = self._registry.parse(call.name, call.arguments_json)
         ctx = ToolContext(
             session_id=session.id,

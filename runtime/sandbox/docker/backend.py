@@ -32,8 +32,10 @@ from runtime.sandbox.backend import (
     LABEL_SESSION,
     LABEL_TENANT,
     ConnectedSandbox,
+    EngineInfo,
     SandboxBackend,
     SandboxSpec,
+    Usage,
     new_epoch,
     prepare_agent_dir,
 )
@@ -46,6 +48,7 @@ from runtime.sandbox.docker.errors import (
     require_engine_socket,
     tolerate_gone,
 )
+from runtime.sandbox.docker.stats import container_usage, engine_info
 from runtime.sandbox.framing import AgentConnection
 
 log = logging.getLogger(__name__)
@@ -245,6 +248,15 @@ class DockerBackend:
     async def update_limits(self, sandbox_id: str, limits: Limits) -> None:
         """Set memory, cpus and pids of a live sandbox (a claimed warm one)."""
         await self._run(f"update sandbox {sandbox_id}", self._update_container, sandbox_id, limits)
+
+    async def describe_engine(self) -> EngineInfo:
+        return await self._run(
+            "describe the engine", engine_info, self._docker(), self._config.runtime
+        )
+
+    async def usage(self, sandbox_id: str) -> Usage:
+        name = container_name(sandbox_id)
+        return await self._run(f"read usage of {sandbox_id}", container_usage, self._docker(), name)
 
     def _owned(self) -> list[str]:
         containers = self._docker().api.containers(
