@@ -47,7 +47,7 @@ $(HELPER): runtime/agent/spawn.c
 helper: $(HELPER) ## build the agent's native spawn helper
 
 image: $(STAMP) engine $(HELPER) ## build the default sandbox image if its recipe changed
-	$(PY) sandbox_images/build.py
+	$(VENV)/bin/toolrt image build
 
 run: image ## start the daemon in the foreground on 127.0.0.1:50051
 	$(VENV)/bin/toolrt serve $(ARGS)
@@ -59,8 +59,8 @@ test-fast: $(STAMP) helper ## tests/unit only: no Docker engine (local and fake 
 	$(PY) -m pytest tests/unit -m "not docker" $(PYTEST_ARGS)
 
 lint: $(STAMP) ## ruff, ruff format --check, mypy
-	$(VENV)/bin/ruff check runtime tests sandbox_images scripts bench
-	$(VENV)/bin/ruff format --check runtime tests sandbox_images scripts bench
+	$(VENV)/bin/ruff check runtime tests scripts bench
+	$(VENV)/bin/ruff format --check runtime tests scripts bench
 	$(VENV)/bin/mypy
 
 bench: image ## benchmark vs docker exec and llm-sandbox (BENCH_ARGS=--quick); writes bench/results
