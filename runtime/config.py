@@ -233,9 +233,10 @@ class Config(BaseModel):
     """Threads that run the (blocking) Docker SDK, so dozens of sessions can
     be created or closed at once without touching the event loop."""
     native_spawn: bool = True
-    """Start each call's subreaper with the agent's C helper (`make helper`)
-    rather than a fork of the agent: same behaviour, a few ms less per call.
-    Without the helper binary the agent forks regardless."""
+    """Start each call's subreaper with the agent's C helper (built at start-up
+    when a C compiler exists, or by `make helper`) rather than a fork of the
+    agent: same behaviour, a few ms less per call. Without the helper binary
+    the agent forks regardless."""
     kill_grace_s: float = Field(0.5, ge=0, le=5)
     """Time between TERM and KILL when a call's processes are stopped."""
     result_cap_bytes: int = Field(2 * MiB, ge=64 * 1024)
@@ -302,6 +303,12 @@ class Config(BaseModel):
     """OTLP/HTTP base URL of a trace collector (e.g. "http://127.0.0.1:4318"):
     a span per RPC and one per tool call, continuing a caller's W3C
     `traceparent`. Empty: off, and OpenTelemetry is not even imported."""
+    agent_dir: str = ""
+    """Directory the agent is copied to (with its native helper, built there
+    when a C compiler exists) and bind-mounted from; empty: the installed
+    package's own directory. A daemon in a container needs a path that is
+    the same inside and on the host, since the engine resolves bind mounts
+    on the host."""
     allowlist_max_roots: list[str] = Field(default_factory=lambda: list(WRITABLE_AREAS))
     """Ceiling of every session's path allowlist: requested read/write roots
     must lie below one of these (else INVALID_ARGUMENT)."""

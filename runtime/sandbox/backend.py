@@ -8,8 +8,6 @@ process, for tests), fake.py (in memory, scripted, for tests).
 
 from __future__ import annotations
 
-import compileall
-import contextlib
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +16,7 @@ from typing import Protocol, runtime_checkable
 from runtime import agent as agent_package
 from runtime.config import Limits
 from runtime.constants import DEFAULT_TENANT
+from runtime.sandbox import agent_dir
 from runtime.sandbox.agent_client import AgentClient
 from runtime.sandbox.framing import FrameChannel
 
@@ -28,18 +27,17 @@ LABEL_TENANT = "toolrt.tenant"
 AGENT_DIR_IN_SANDBOX = "/opt/toolrt/agent"
 
 
-def prepare_agent_dir() -> str:
-    """The agent package's directory on this host, byte-compiled in place.
+def prepare_agent_dir(target: str = "") -> str:
+    """The agent's directory on this host, ready to mount (see `agent_dir.prepare`):
+    the package's own, or `target` with the package's agent copied in; the
+    native helper built there when a compiler exists, byte-compiled in place.
 
     Sandboxes mount the directory read-only and cannot cache bytecode
     themselves: without this every sandbox start compiles the agent anew
     (~15 ms of each CreateSession). Python versions that do not match just
     compile as before; a read-only install is left alone.
     """
-    agent_dir = str(Path(agent_package.__file__).resolve().parent)
-    with contextlib.suppress(OSError):
-        compileall.compile_dir(agent_dir, quiet=1, maxlevels=0)
-    return agent_dir
+    return agent_dir.prepare(Path(agent_package.__file__).resolve().parent, target)
 
 
 def new_epoch() -> int:

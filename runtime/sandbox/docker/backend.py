@@ -81,7 +81,7 @@ class DockerBackend:
         self._socket = docker_socket_path(config)
         self._executor = ThreadPoolExecutor(config.docker_workers, thread_name_prefix="docker")
         self._client: docker.DockerClient | None = None
-        self._agent_dir = prepare_agent_dir()
+        self._agent_dir = prepare_agent_dir(config.agent_dir)
         self._live: dict[str, ConnectedSandbox] = {}
         self._epoch = new_epoch()
 
