@@ -24,6 +24,7 @@ TENANT = "toolrt.tenant"
 ERROR_CODE = "toolrt.error_code"
 CALL_SPAN = "toolrt.call"
 TRACE_HEADERS = ("traceparent", "tracestate")
+EXPORT_TIMEOUT_S = 5
 
 
 class Span(Protocol):
@@ -119,7 +120,8 @@ class OtelTracer:
             }
         )
         self._provider = TracerProvider(resource=resource)
-        exporter = OTLPSpanExporter(endpoint=traces_url(endpoint))
+        # A collector that does not answer must not hold a stopping daemon for long.
+        exporter = OTLPSpanExporter(endpoint=traces_url(endpoint), timeout=EXPORT_TIMEOUT_S)
         self._provider.add_span_processor(BatchSpanProcessor(exporter))
         self._tracer = self._provider.get_tracer("toolrt", __version__)
         self._propagator = TraceContextTextMapPropagator()
