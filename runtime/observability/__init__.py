@@ -52,6 +52,11 @@ class Observability:
         # Tool calls per second over the last minute (`toolrt status`).
         self.call_rate = PerSecond(CALL_RATE_WINDOW_S)
 
+    @property
+    def tracing(self) -> bool:
+        """Whether spans are sent anywhere (else the RPC's metadata need not be read)."""
+        return bool(self._config.otel_endpoint)
+
     def start(self) -> None:
         if self._config.metrics_listen:
             self.metrics.serve(self._config.metrics_listen)

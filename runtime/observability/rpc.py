@@ -23,7 +23,7 @@ class ObservingInterceptor(HandlerInterceptor):
 
         def scope(request: Any, context: Any) -> Any:
             session_id = getattr(request, "session_id", "")
-            metadata = context.invocation_metadata() or ()
+            metadata = (context.invocation_metadata() or ()) if obs.tracing else ()
             return obs.rpc(method, metadata, session_id if isinstance(session_id, str) else "")
 
         def unary(fn: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
