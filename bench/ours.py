@@ -38,15 +38,20 @@ class Daemon:
     """`python -m runtime serve` in a child process, so clients and daemon
     do not share a GIL."""
 
-    def __init__(self, instance: str, pool_size: int = 0, log_path: str = "") -> None:
+    def __init__(
+        self,
+        instance: str,
+        pool_size: int | None = 0,
+        log_path: str = "",
+        settings: dict[str, str] | None = None,
+    ) -> None:
+        """`pool_size=None` leaves the pool at its defaults; `settings` are more TOOLRT_* values."""
         self.instance = instance
         self.target = f"127.0.0.1:{_free_port()}"
-        env = {
-            **os.environ,
-            "TOOLRT_POOL_SIZE": str(pool_size),
-            "TOOLRT_MAX_SESSIONS": "512",
-            "TOOLRT_LOG_LEVEL": "WARNING",
-        }
+        env = {**os.environ, "TOOLRT_MAX_SESSIONS": "512", "TOOLRT_LOG_LEVEL": "WARNING"}
+        if pool_size is not None:
+            env["TOOLRT_POOL_SIZE"] = str(pool_size)
+        env.update(settings or {})
         env.pop("TOOLRT_CONFIG", None)
         log = open(log_path or os.devnull, "ab")  # noqa: SIM115 - closed in stop()
         self._log = log

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import docker
 
-from bench import ours, report
+from bench import operations, ours, report
 from bench.baselines import Baselines
 from bench.stats import Sample, interleave
 
@@ -46,6 +46,9 @@ NAMES = {
     "cli": "CLI docker exec",
     "llm_exec": "llm-sandbox execute_command",
     "llm_open": "llm-sandbox open + first command",
+    "obs_on": "Execute, metrics and tracing on",
+    "obs_off": "Execute, metrics and tracing off",
+    "warm_default": "warm-by-default create + first Execute",
 }
 
 
@@ -92,6 +95,7 @@ def main() -> int:
         print(f"[{time.monotonic() - started:6.1f}s] {what}", file=sys.stderr, flush=True)
 
     daemons: list[ours.Daemon] = []
+    pool_line = ""
     try:
         cold = ours.Daemon(f"{instance}-a", 0, log_path)
         daemons.append(cold)
@@ -151,12 +155,22 @@ def main() -> int:
         daemons.append(warm)
         s["warm"] = ours.warm_first_call(warm, 8 if quick else 20, 1.0)
         warm.stop()
+        step("toolrt: metrics and tracing off and on, interleaved")
+        s["obs_off"], s["obs_on"] = operations.observability_cost(
+            instance, log_path, 3 if quick else 10
+        )
+        step("toolrt: the warm pool at its defaults: a burst after idle, then a steady rate")
+        samples, pool_line = operations.pool_by_default(
+            instance, log_path, firsts=5 if quick else 20, burst=8, steady_s=5 if quick else 15,
+            rate=2,
+        )  # fmt: skip
+        s["warm_default"], s["burst"], s["steady"] = samples
     finally:
         for d in daemons:
             d.stop()
         left = base.cleanup()
         client = docker.from_env(timeout=60)
-        for suffix in ("-a", "-b"):
+        for suffix in ("-a", "-b", "-off", "-on", "-pool"):
             for c in client.containers.list(
                 all=True, filters={"label": f"toolrt.daemon={instance}{suffix}"}
             ):
@@ -213,6 +227,10 @@ def main() -> int:
         memory_line,
         "",
         cpu_line,
+        "",
+        report.observability_line(s),
+        "",
+        pool_line,
     ]
     if drew:
         md += ["", "![latency and throughput by concurrent sessions](bench/results/curve.png)"]
