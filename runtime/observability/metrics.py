@@ -15,6 +15,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
+from runtime.errors import ConfigurationError
+
 log = logging.getLogger(__name__)
 
 # Where a session's sandbox came from (`toolrt_sessions_created_total{source}`).
@@ -123,8 +125,12 @@ class Metrics:
     # -- serving ---------------------------------------------------------------
     def serve(self, listen: str) -> None:
         """Serve `/metrics` on `listen` (HOST:PORT; port 0 picks one: `self.port`)."""
-        host, port = split_hostport(listen)
-        self._server, _ = start_http_server(port, host, registry=self.registry)
+        try:
+            host, port = split_hostport(listen)
+            self._server, _ = start_http_server(port, host, registry=self.registry)
+        except (ValueError, OSError) as exc:
+            msg = f"metrics_listen = {listen!r}: cannot serve metrics there ({exc})"
+            raise ConfigurationError(msg) from exc
         self.port = int(self._server.server_port)
         log.info("metrics on http://%s:%d/metrics", host, self.port)
 

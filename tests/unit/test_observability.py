@@ -23,7 +23,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
 from runtime.agent import protocol
 from runtime.client import Client, ToolrtRpcError
+from runtime.errors import ConfigurationError
 from runtime.observability.logs import JsonFormatter, configure_logging
+from runtime.observability.metrics import Metrics
 
 SECRET = "s3cr3t-payload-7d1f"
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -106,6 +108,13 @@ def test_metrics_count_a_scripted_workload(make_daemon):
 def test_metrics_are_not_served_unless_asked(make_daemon):
     running = make_daemon(backend="fake")
     assert running.daemon.core.obs.metrics.port == 0
+    taken = running.daemon.port  # the gRPC listener's
+    for listen, says in (
+        (f"127.0.0.1:{taken}", "cannot serve metrics there"),
+        ("9464", "HOST:PORT"),
+    ):
+        with pytest.raises(ConfigurationError, match=says):
+            Metrics([]).serve(listen)
 
 
 # -- traces ------------------------------------------------------------------------
