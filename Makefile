@@ -47,7 +47,7 @@ $(HELPER): runtime/agent/spawn.c
 helper: $(HELPER) ## build the agent's native spawn helper
 
 image: $(STAMP) engine $(HELPER) ## build the default sandbox image if its recipe changed
-	$(PY) sandbox_images/build.py
+	$(VENV)/bin/toolrt image build
 
 run: image ## start the daemon in the foreground on 127.0.0.1:50051
 	$(VENV)/bin/toolrt serve $(ARGS)
@@ -70,8 +70,8 @@ test-fast: $(STAMP) helper ## every test not marked docker (tests/unit and a few
 	$(PY) -m pytest -m "not docker" $(PYTEST_ARGS)
 
 lint: $(STAMP) ## ruff, ruff format --check, mypy
-	$(VENV)/bin/ruff check runtime tests sandbox_images scripts bench
-	$(VENV)/bin/ruff format --check runtime tests sandbox_images scripts bench
+	$(VENV)/bin/ruff check runtime tests scripts bench
+	$(VENV)/bin/ruff format --check runtime tests scripts bench
 	$(VENV)/bin/mypy
 
 bench: image ## benchmark vs docker exec and llm-sandbox (BENCH_ARGS=--quick); writes bench/results

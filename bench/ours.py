@@ -41,21 +41,21 @@ class Daemon:
     def __init__(
         self,
         instance: str,
-        pool_size: int = 0,
+        pool_size: int | None = 0,
         log_path: str = "",
         config: str = "",
         token: str = "",
+        settings: dict[str, str] | None = None,
     ) -> None:
-        """`config`: a TOML file for what the environment cannot say (tables);
-        `token`: the bearer token of `self.client`."""
+        """`pool_size=None` leaves the pool at its defaults; `config`: a TOML
+        file for what the environment cannot say (tables); `token`: the bearer
+        token of `self.client`; `settings` are more TOOLRT_* values."""
         self.instance = instance
         self.target = f"127.0.0.1:{_free_port()}"
-        env = {
-            **os.environ,
-            "TOOLRT_POOL_SIZE": str(pool_size),
-            "TOOLRT_MAX_SESSIONS": "512",
-            "TOOLRT_LOG_LEVEL": "WARNING",
-        }
+        env = {**os.environ, "TOOLRT_MAX_SESSIONS": "512", "TOOLRT_LOG_LEVEL": "WARNING"}
+        if pool_size is not None:
+            env["TOOLRT_POOL_SIZE"] = str(pool_size)
+        env.update(settings or {})
         env.pop("TOOLRT_CONFIG", None)
         log = open(log_path or os.devnull, "ab")  # noqa: SIM115 - closed in stop()
         self._log = log

@@ -79,6 +79,12 @@ def checks(s: dict[str, Sample], extra: dict[str, Any]) -> list[Check]:
             None if not idle else idle <= 8,
         )
     )
+    if "obs_on" in s and "obs_off" in s:
+        value = ratio(s["obs_on"].p50, s["obs_off"].p50)
+        out.append(Check("obs_on / obs_off (p50)", value, "reported", None))
+    if "warm_default" in s:
+        value = ratio(s["warm_default"].p50, s["create_start"].p50)
+        out.append(Check("warm_default / create_start (p50)", value, "reported", None))
     rss = extra.get("daemon_rss_64_bytes", 0) / MiB
     out.append(Check("daemon RSS with 64 sessions (MiB)", rss, "reported", None))
     return out
@@ -212,3 +218,15 @@ def splice_readme(
     _, tail = rest.split(end, 1)
     readme.write_text(f"{head}{start}\n{markdown}\n{end}{tail}")
     return True
+
+
+def observability_line(s: dict[str, Sample]) -> str:
+    """What metrics and tracing cost per call (p50 on minus p50 off, same run)."""
+    on, off = s.get("obs_on"), s.get("obs_off")
+    if on is None or off is None or not on.n or not off.n:
+        return "Metrics and tracing: not measured in this run."
+    return (
+        f"Metrics and tracing: `shell true` p50 {off.p50 * 1e3:.2f} ms with both off (the "
+        f"default), {on.p50 * 1e3:.2f} ms with Prometheus metrics served and every span sent "
+        f"to an OTLP/HTTP collector on the host ({(on.p50 - off.p50) * 1e3:+.2f} ms per call)."
+    )

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import docker
 
-from bench import ours, report, tenants
+from bench import operations, ours, report, tenants
 from bench.baselines import Baselines
 from bench.stats import Sample, interleave
 
@@ -48,6 +48,9 @@ NAMES = {
     "cli": "CLI docker exec",
     "llm_exec": "llm-sandbox execute_command",
     "llm_open": "llm-sandbox open + first command",
+    "obs_on": "Execute, metrics and tracing on",
+    "obs_off": "Execute, metrics and tracing off",
+    "warm_default": "warm-by-default create + first Execute",
 }
 
 
@@ -168,6 +171,7 @@ def main() -> int:
         print(f"[{time.monotonic() - started:6.1f}s] {what}", file=sys.stderr, flush=True)
 
     daemons: list[ours.Daemon] = []
+    pool_line = ""
     try:
         cold = ours.Daemon(f"{instance}-a", 0, log_path)
         daemons.append(cold)
@@ -229,8 +233,26 @@ def main() -> int:
         warm.stop()
         step("identity: a token's cost per call, a flooding neighbour")
         ident = tenants.measure(instance, log_path, quick, daemons)
+        step("toolrt: metrics and tracing off and on, interleaved")
+        s["obs_off"], s["obs_on"] = operations.observability_cost(
+            instance, log_path, 3 if quick else 10
+        )
+        step("toolrt: the warm pool at its defaults: a burst after idle, then a steady rate")
+        samples, pool_line = operations.pool_by_default(
+            instance, log_path, firsts=5 if quick else 20, burst=8, steady_s=5 if quick else 15,
+            rate=2,
+        )  # fmt: skip
+        s["warm_default"], s["burst"], s["steady"] = samples
     finally:
         left = base.cleanup() + remove_containers(daemons)
+        client = docker.from_env(timeout=60)
+        for suffix in ("-a", "-b", "-off", "-on", "-pool"):
+            for c in client.containers.list(
+                all=True, filters={"label": f"toolrt.daemon={instance}{suffix}"}
+            ):
+                left += 1
+                c.remove(force=True)
+        client.close()
         base.close()
         if left:
             print(f"removed {left} container(s) left by the run", file=sys.stderr)
@@ -275,6 +297,10 @@ def main() -> int:
         memory_line,
         "",
         cpu_line,
+        "",
+        report.observability_line(s),
+        "",
+        pool_line,
     ]
     if drew:
         md += ["", "![latency and throughput by concurrent sessions](bench/results/curve.png)"]

@@ -12,7 +12,7 @@ import os
 import re
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -313,9 +313,10 @@ class Config(BaseModel):
     """Threads that run the (blocking) Docker SDK, so dozens of sessions can
     be created or closed at once without touching the event loop."""
     native_spawn: bool = True
-    """Start each call's command with the agent's C launcher (`make helper`)
-    rather than a fork of the agent: same behaviour, a few ms less per call.
-    Without the helper binary the agent forks regardless."""
+    """Start each call's command with the agent's C launcher (built at start-up
+    when a C compiler exists, or by `make helper`) rather than a fork of the
+    agent: same behaviour, a few ms less per call. Without the helper binary
+    the agent forks regardless."""
     kill_grace_s: float = Field(0.5, ge=0, le=5)
     """Time between TERM and KILL when a call's processes are stopped."""
     result_cap_bytes: int = Field(2 * MiB, ge=64 * 1024)
@@ -354,9 +355,17 @@ class Config(BaseModel):
     """Shell semantics: head/tail split, silence detection, background processes."""
     extra_labels: dict[str, str] = Field(default_factory=dict)
     """Labels added to every container (cannot override `toolrt.*`)."""
-    pool_size: int = Field(0, ge=0)
-    """Ready containers kept warm per pool profile (0: no pool, every
-    CreateSession starts a container). They count toward `max_sessions`."""
+    pool_size: int = Field(8, ge=0)
+    """Most ready containers kept warm per pool profile (0: no pool, every
+    CreateSession starts a container). Below it the pool sizes itself from
+    recent demand; warm containers count toward `max_sessions`."""
+    pool_min: int = Field(1, ge=0)
+    """Ready containers each profile keeps even when idle (capped by
+    `pool_size`), so a first session after a quiet spell is warm too."""
+    pool_window_s: float = Field(30.0, gt=0)
+    """Demand window of the pool: a profile keeps as many ready containers as
+    its busiest second over this many seconds needed (at least `pool_min`),
+    and removes the surplus once demand has stayed lower for a whole window."""
     pool_profiles: list[PoolProfile] = Field(default_factory=list)
     """Kinds of warm containers (image, tmpfs sizes, runtime); empty: one
     profile of the defaults. Memory, cpus and pids are
@@ -365,6 +374,23 @@ class Config(BaseModel):
     """Python logging level of the daemon."""
     network: NetworkConfig = Field(default_factory=lambda: NetworkConfig())
     """Network egress through the daemon's proxy (none unless `allow_max` is set)."""
+    log_format: Literal["text", "json"] = "text"
+    """`text` for terminals, `json` for machines: one object per line with
+    `ts`, `level`, `logger`, `message`, and `session_id`/`call_id` where
+    they apply. Neither carries arguments or outputs at INFO."""
+    metrics_listen: str = ""
+    """HOST:PORT serving Prometheus text at /metrics (e.g. "127.0.0.1:9464");
+    empty: off."""
+    otel_endpoint: str = ""
+    """OTLP/HTTP base URL of a trace collector (e.g. "http://127.0.0.1:4318"):
+    a span per RPC and one per tool call, continuing a caller's W3C
+    `traceparent`. Empty: off, and OpenTelemetry is not even imported."""
+    agent_dir: str = ""
+    """Directory the agent is copied to (with its native helper, built there
+    when a C compiler exists) and bind-mounted from; empty: the installed
+    package's own directory. A daemon in a container needs a path that is
+    the same inside and on the host, since the engine resolves bind mounts
+    on the host."""
     allowlist_max_roots: list[str] = Field(default_factory=lambda: list(WRITABLE_AREAS))
     """Ceiling of every session's path allowlist: requested read/write roots
     must lie below one of these (else INVALID_ARGUMENT)."""

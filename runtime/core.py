@@ -10,11 +10,13 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 
+from runtime.admin import Admin
 from runtime.audit import DAEMON, AuditLog
 from runtime.config import Config
 from runtime.egress.proxy import EgressEvent
 from runtime.egress.service import Egress
 from runtime.errors import AuditUnavailable
+from runtime.observability import Observability
 from runtime.sandbox.backend import SandboxBackend
 from runtime.secret_store import load_secrets
 from runtime.sessions.calls import Calls
@@ -41,6 +43,9 @@ class Core:
     audit: AuditLog
     # Sessions' network proxies; fronts set `egress.on_event` (audit, metrics).
     egress: Egress
+    # What operators see: metrics, traces, the log context; the Admin* RPCs' answers.
+    obs: Observability
+    admin: Admin
 
     async def start(self, *, reap_expired: bool = True) -> None:
         """Reap a previous run's sandboxes, fill the pool, start the reaper.
@@ -48,6 +53,7 @@ class Core:
         `reap_expired=False` leaves sessions without TTL or idle reaping (the
         in-process MCP front: one session for the life of its connection).
         """
+        self.obs.start()
         await self.manager.start()
         if reap_expired:
             self.reaper.start()
@@ -60,6 +66,7 @@ class Core:
         finally:
             self.audit.close()
             await self.backend.close()
+            self.obs.stop()
 
 
 def build_core(
@@ -75,6 +82,7 @@ def build_core(
         backend = DockerBackend(config)
     registry = registry or default_registry()
     audit = AuditLog(config.audit_log)
+    obs = Observability(config, registry.names())
 
     def ended(session: Session, reason: str) -> None:
         # Kept by the audit log until it can be written; nothing to answer here.
@@ -84,6 +92,7 @@ def build_core(
     egress = Egress(config)
 
     def network_event(event: EgressEvent) -> None:
+        obs.metrics.egress_connection(event.decision)
         owners = {s.id: s.tenant for s in manager.live_sessions()}
         # A connection outlives no answer: a record the log cannot take is
         # dropped here, and the log refuses the next call until it can write.
@@ -91,9 +100,14 @@ def build_core(
             audit.network(owners.get(event.session_id, ""), event)
 
     egress.on_event = network_event
-    manager = SessionManager(config, backend, ended, secrets, egress)
+    manager = SessionManager(config, backend, ended, secrets, egress, obs.metrics)
+    obs.metrics.watch(
+        lambda: len(manager.live_sessions()), lambda: manager.pool.ready() if manager.pool else 0
+    )
     reaper = Reaper(manager.live_sessions, manager.expire, config.reaper_interval_s)
-    calls = Calls(config, manager, registry)
+    calls = Calls(config, manager, registry, obs)
+    transfers = Transfers(manager)
+    admin = Admin(config, backend, manager, obs)
     return Core(
-        config, backend, registry, manager, calls, Transfers(manager), reaper, audit, egress
+        config, backend, registry, manager, calls, transfers, reaper, audit, egress, obs, admin
     )

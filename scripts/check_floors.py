@@ -26,12 +26,16 @@ ROOT = Path(__file__).resolve().parent.parent
 # `name>=floor`, optionally with extras; markers and upper bounds may follow.
 FLOOR = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(\[[^\]]*\])?\s*>=\s*([0-9][^,;\s]*)")
 
-# Named in the packaging issue; the walk below covers every other module.
+# Named in the packaging issue; the walk below covers every other toolrt module.
 REQUIRED_MODULES = [
     "runtime._proto.toolruntime.v1.runtime_pb2_grpc",
     "runtime.server.app",
     "runtime.client",
     "runtime.cli",
+    # Imported only when configured (otel_endpoint) or run (`toolrt top`): checked here.
+    "opentelemetry.sdk.trace",
+    "opentelemetry.exporter.otlp.proto.http.trace_exporter",
+    "rich.live",
 ]
 
 # Run inside the scratch venv, from outside the source tree (`python -I`), so

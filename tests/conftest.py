@@ -80,6 +80,9 @@ def config_for_test(**overrides: Any) -> Config:
         "instance": f"test-{uuid.uuid4().hex[:10]}",
         "extra_labels": {TEST_LABEL: "1"},
         "runtime": TEST_RUNTIME,
+        # Warm by default in production; off here unless a test asks, so test
+        # daemons start no containers nobody uses.
+        "pool_size": 0,
     }
     values.update(overrides)
     return load_config(None, values, environ={})

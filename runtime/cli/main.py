@@ -7,7 +7,7 @@ import json
 import sys
 import tarfile
 
-from runtime.cli import run, serve, sessions, tokens
+from runtime.cli import admin, image, run, serve, sessions, tokens
 from runtime.cli.options import add_client_options, connect
 
 
@@ -65,6 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     sessions.add_commands(sub)
     tokens.add_commands(sub)
+    admin.add_commands(sub)
+    image.add_commands(sub)
 
     call = client_parser("call", "run one tool call: toolrt call SESSION TOOL JSON")
     call.add_argument("session_id")

@@ -18,6 +18,10 @@ _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 # `toolrt serve` flag → config key (the values are validated by Config).
 SERVE_FLAGS: list[tuple[str, str, type, str]] = [
     ("--log-level", "log_level", str, "DEBUG, INFO, WARNING, ..."),
+    ("--log-format", "log_format", str, "text (terminals) or json (one object a line)"),
+    ("--metrics-listen", "metrics_listen", str, "HOST:PORT serving Prometheus /metrics"),
+    ("--otel-endpoint", "otel_endpoint", str, "OTLP/HTTP base URL receiving traces"),
+    ("--pool-size", "pool_size", int, "most warm containers per profile (0: no pool)"),
     ("--runtime", "runtime", str, 'OCI runtime of sandboxes ("" or runsc)'),
     ("--max-sessions", "max_sessions", int, "live sessions before RESOURCE_EXHAUSTED"),
     (

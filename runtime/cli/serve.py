@@ -12,6 +12,7 @@ from typing import Any
 from runtime.cli.options import add_client_options, add_serve_flags, connect, serve_overrides
 from runtime.config import load_config
 from runtime.errors import ConfigurationError
+from runtime.observability.logs import configure_logging
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -25,10 +26,7 @@ def _serve(args: argparse.Namespace) -> int:
     }
     overrides.update(serve_overrides(args))
     config = load_config(args.config, overrides)
-    logging.basicConfig(
-        level=config.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(config.log_level, config.log_format)
     try:
         asyncio.run(serve(config))
     except ConfigurationError as exc:
@@ -51,6 +49,9 @@ def _mcp(args: argparse.Namespace) -> int:
         overrides = {
             "instance": args.instance or f"toolrt-mcp-{uuid.uuid4().hex[:12]}",
             "image": args.image,
+            # One session for the life of the process, made at once: a warm
+            # container would only wait beside it.
+            "pool_size": 0,
         }
         front = LocalFront(load_config(args.config, overrides))
     asyncio.run(serve_mcp(front))

@@ -144,6 +144,15 @@ class Client:
         reply = self._rpc(self.stub.CloseSession, pb.CloseSessionRequest(session_id=session_id))
         return str(reply.state)
 
+    def admin_stats(self) -> pb.AdminStatsResponse:
+        """The daemon's state (an admin principal's call)."""
+        return self._rpc(self.stub.AdminStats, pb.AdminStatsRequest(), self.timeout)
+
+    def admin_sessions(self, tenant: str = "", usage: bool = False) -> list[pb.AdminSession]:
+        """Every tenant's open sessions (or `tenant`'s), with CPU and memory when `usage`."""
+        request = pb.AdminListSessionsRequest(tenant=tenant, usage=usage)
+        return list(self._rpc(self.stub.AdminListSessions, request, self.timeout).sessions)
+
     def list_tools(self, dialect: str = "", session_id: str = "") -> list[dict[str, Any]]:
         """The catalog; with `session_id`, descriptions say that session's network."""
         request = pb.ListToolsRequest(dialect=dialect, session_id=session_id)

@@ -8,16 +8,15 @@ process, for tests), fake.py (in memory, scripted, for tests).
 
 from __future__ import annotations
 
-import compileall
-import contextlib
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from runtime import agent as agent_package
 from runtime.config import Limits
 from runtime.constants import DEFAULT_TENANT
+from runtime.sandbox import agent_dir
 from runtime.sandbox.agent_client import AgentClient
 from runtime.sandbox.framing import FrameChannel
 
@@ -28,18 +27,17 @@ LABEL_TENANT = "toolrt.tenant"
 AGENT_DIR_IN_SANDBOX = "/opt/toolrt/agent"
 
 
-def prepare_agent_dir() -> str:
-    """The agent package's directory on this host, byte-compiled in place.
+def prepare_agent_dir(target: str = "") -> str:
+    """The agent's directory on this host, ready to mount (see `agent_dir.prepare`):
+    the package's own, or `target` with the package's agent copied in; the
+    native helper built there when a compiler exists, byte-compiled in place.
 
     Sandboxes mount the directory read-only and cannot cache bytecode
     themselves: without this every sandbox start compiles the agent anew
     (~15 ms of each CreateSession). Python versions that do not match just
     compile as before; a read-only install is left alone.
     """
-    agent_dir = str(Path(agent_package.__file__).resolve().parent)
-    with contextlib.suppress(OSError):
-        compileall.compile_dir(agent_dir, quiet=1, maxlevels=0)
-    return agent_dir
+    return agent_dir.prepare(Path(agent_package.__file__).resolve().parent, target)
 
 
 def new_epoch() -> int:
@@ -110,6 +108,35 @@ class ConnectedSandbox:
 
     def close(self) -> None:
         self._conn.close()
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    # e.g. "docker 20.10.24+dfsg1".
+    name: str
+    # OCI runtime new sandboxes run under.
+    runtime: str
+
+
+@dataclass(frozen=True)
+class Usage:
+    cpu_seconds: float
+    memory_bytes: int
+
+
+# What a backend reports when it cannot tell a sandbox's usage.
+NO_USAGE = Usage(-1.0, -1)
+
+
+# Optional questions a backend may answer, for the Admin* RPCs.
+@runtime_checkable
+class EngineDescriber(Protocol):
+    async def describe_engine(self) -> EngineInfo: ...
+
+
+@runtime_checkable
+class UsageReader(Protocol):
+    async def usage(self, sandbox_id: str) -> Usage: ...
 
 
 class SandboxBackend(Protocol):

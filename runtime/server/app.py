@@ -17,6 +17,7 @@ from runtime.auth.credentials import Authenticator
 from runtime.config import Config
 from runtime.core import Core, build_core
 from runtime.errors import AuditUnavailable
+from runtime.observability.rpc import ObservingInterceptor
 from runtime.server.auth import AuthInterceptor
 from runtime.server.interceptor import ErrorInterceptor
 from runtime.server.listeners import add_listeners, check_startup, server_credentials
@@ -40,8 +41,13 @@ class Daemon:
         credentials = server_credentials(config.auth)
         self.authenticator = Authenticator(config.auth)
         self.server = grpc.aio.server(
-            # Errors outermost, so a refused authentication is a status like any other.
-            interceptors=[ErrorInterceptor(), AuthInterceptor(self.authenticator, core.audit)],
+            # Errors outermost, so a refused authentication is a status like any other;
+            # observing outside authentication, so a refusal is counted and traced.
+            interceptors=[
+                ErrorInterceptor(),
+                ObservingInterceptor(core.obs),
+                AuthInterceptor(self.authenticator, core.audit),
+            ],
             options=[
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),

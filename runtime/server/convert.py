@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, AsyncIterator
 
 from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
+from runtime.admin import SessionView, Stats
 from runtime.config import Limits
 from runtime.egress.policy import NetworkPolicy
 from runtime.egress.service import NetworkRequest
@@ -137,3 +138,45 @@ async def upload_from_pb(
                 yield msg.tar
 
     return first.session_id, first.path, chunks()
+
+
+def admin_stats_to_pb(stats: Stats) -> pb.AdminStatsResponse:
+    return pb.AdminStatsResponse(
+        version=stats.version,
+        instance=stats.instance,
+        started_at=stats.started_at,
+        uptime_seconds=stats.uptime_seconds,
+        engine=stats.engine,
+        engine_error=stats.engine_error,
+        runtime=stats.runtime,
+        sessions=stats.sessions,
+        max_sessions=stats.max_sessions,
+        sessions_created=stats.created,
+        sessions_closed=stats.closed,
+        pool=[
+            pb.PoolProfileStats(
+                image=p.image,
+                workspace_bytes=p.workspace_bytes,
+                tmp_bytes=p.tmp_bytes,
+                ready=p.ready,
+                filling=p.filling,
+                target=p.target,
+            )
+            for p in stats.pool
+        ],
+        calls_per_second=stats.calls_per_second,
+        calls_total=stats.calls_total,
+        errors=stats.errors,
+        healthy=stats.healthy,
+    )
+
+
+def admin_session_to_pb(view: SessionView) -> pb.AdminSession:
+    return pb.AdminSession(
+        session=session_to_pb(view.session),
+        last_tool=view.session.last_tool,
+        last_used_at=view.last_used_at,
+        active_calls=view.session.active_calls,
+        cpu_seconds=view.usage.cpu_seconds,
+        memory_bytes=view.usage.memory_bytes,
+    )

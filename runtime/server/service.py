@@ -39,6 +39,7 @@ class ToolRuntimeService(pb_grpc.ToolRuntimeServicer):
         self._transfers = core.transfers
         self._registry = core.registry
         self._audit = core.audit
+        self._admin = core.admin
 
     async def CreateSession(
         self, request: pb.CreateSessionRequest, context: grpc.aio.ServicerContext
@@ -185,3 +186,17 @@ class ToolRuntimeService(pb_grpc.ToolRuntimeServicer):
                     yield pb.DownloadFilesChunk(tar=chunk)
         # Written before the stream ends: the client has no complete archive without it.
         self._audit.transfer("download", who, request.session_id, started, bytes=size)
+
+    # -- operators (an admin principal only: AuthInterceptor checks) ------------
+    async def AdminStats(
+        self, request: pb.AdminStatsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.AdminStatsResponse:
+        return convert.admin_stats_to_pb(await self._admin.stats())
+
+    async def AdminListSessions(
+        self, request: pb.AdminListSessionsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.AdminListSessionsResponse:
+        views = await self._admin.sessions(request.tenant, request.usage)
+        return pb.AdminListSessionsResponse(
+            sessions=[convert.admin_session_to_pb(view) for view in views]
+        )

@@ -29,6 +29,7 @@ from runtime.errors import (
     UnknownTool,
 )
 from runtime.models import ToolCall, ToolResult
+from runtime.observability import Observability
 from runtime.sessions.manager import SessionManager
 from runtime.sessions.session import Session
 from runtime.tools.base import ToolContext
@@ -44,10 +45,13 @@ MAX_CALL_ID_BYTES = 256
 class Calls:
     """Tool calls in the sessions of `manager`, with the tools of `registry`."""
 
-    def __init__(self, config: Config, manager: SessionManager, registry: Registry) -> None:
+    def __init__(
+        self, config: Config, manager: SessionManager, registry: Registry, obs: Observability
+    ) -> None:
         self._config = config
         self._manager = manager
         self._registry = registry
+        self._obs = obs
 
     async def execute(
         self,
@@ -89,6 +93,14 @@ class Calls:
         session: Session,
         call: ToolCall,
         on_output: Callable[[str, bytes], None] | None = None,
+    ) -> ToolResult:
+        with self._obs.call(session.id, session.tenant, call.id, call.name) as outcome:
+            result = await self._answer(session, call, on_output)
+            outcome.code = result.error.code if result.error else ""
+        return result
+
+    async def _answer(
+        self, session: Session, call: ToolCall, on_output: Callable[[str, bytes], None] | None
     ) -> ToolResult:
         started = time.monotonic()
         # Hosts the proxy refuses during the call are listed in its result.
@@ -154,6 +166,7 @@ class Calls:
             )
             raise BudgetExhausted(msg)
         session.calls += 1
+        session.last_tool = call.name[:64]
         tool, args = await self._registry.parse_off_loop(call.name, call.arguments_json)
         ctx = ToolContext(
             session_id=session.id,

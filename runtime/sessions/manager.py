@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable
@@ -25,9 +26,10 @@ from runtime.errors import (
     SessionNotFound,
     ToolFailure,
 )
+from runtime.observability.metrics import SOURCE_COLD, SOURCE_POOL, Metrics
 from runtime.policy.allowlist import session_policy
 from runtime.sandbox.backend import Sandbox, SandboxBackend, SandboxSpec
-from runtime.sessions.admission import check_memory
+from runtime.sessions.admission import available_memory, check_memory
 from runtime.sessions.journal import Journal
 from runtime.sessions.pool import WarmPool
 from runtime.sessions.quotas import TenantQuotas
@@ -74,11 +76,13 @@ class SessionManager:
         on_ended: Callable[[Session, str], None] | None = None,
         secrets: dict[str, str] | None = None,
         egress: Egress | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self._config = config
         # secrets_file's values (secret_store.load_secrets); only names leave here.
         self._secrets = dict(secrets or {})
         self._backend = backend
+        self._metrics = metrics or Metrics([])
         # Told of every session the daemon ends itself (TTL, idle, a lost
         # sandbox, shutdown) with the reason; CloseSession's caller knows already.
         self._on_ended = on_ended or (lambda session, reason: None)
@@ -114,7 +118,11 @@ class SessionManager:
         return len(self._sessions) + self._creating + pooled
 
     def _has_room(self) -> bool:
-        return not self._shutting_down and self._live() < self._config.max_sessions
+        """Whether the pool may start one more container."""
+        if self._shutting_down or self._live() >= self._config.max_sessions:
+            return False
+        floor = self._config.min_available_memory_bytes
+        return not floor or available_memory() >= floor
 
     def _refuse_if_full(self) -> None:
         live = self._live()
@@ -142,6 +150,7 @@ class SessionManager:
 
     # -- lifecycle ----------------------------------------------------------
     async def create(self, tenant: str, request: SessionRequest) -> Session:
+        started = time.monotonic()
         if self._shutting_down:
             msg = "the daemon is shutting down"
             raise AdmissionRefused(msg)
@@ -173,7 +182,7 @@ class SessionManager:
         except BaseException:
             self.quotas.release(tenant, limits)
             raise
-        session_id = spec.session_id
+        spec_id, session_id = session_id, spec.session_id
         session = Session(
             id=session_id,
             tenant=tenant,
@@ -220,7 +229,16 @@ class SessionManager:
             except BaseException:
                 await self._close(session, "its workspace_tar could not be unpacked")
                 raise
-        log.info("session %s created (image %s, tenant %s)", session_id, spec.image, tenant)
+        source = SOURCE_COLD if session_id == spec_id else SOURCE_POOL
+        self._metrics.session_created(source, time.monotonic() - started)
+        log.info(
+            "session %s created (image %s, tenant %s, %s)",
+            session_id,
+            spec.image,
+            tenant,
+            source,
+            extra={"session_id": session_id},
+        )
         return session
 
     def _secret_names(self, tenant: str, asked: list[str]) -> list[str]:
@@ -253,6 +271,8 @@ class SessionManager:
         # Claiming a warm container moves it from the pool to the sessions:
         # the live count stays the same, so a full daemon can still serve it.
         if pool is None or not pool.can_serve(spec.image, limits, request.labels, spec.runtime):
+            if pool is not None and self._live() >= self._config.max_sessions:
+                pool.evict()  # a session needs the slot more than a warm container
             self._refuse_if_full()
         self._creating += 1
         try:
@@ -300,6 +320,7 @@ class SessionManager:
     async def expire(self, session: Session, reason: str) -> None:
         """Close `session` for `reason` (TTL or idle); its running calls get it."""
         await self._close(session, reason)
+        self._metrics.session_closed("idle" if "(idle limit)" in reason else "ttl")
         self._on_ended(session, reason)
 
     async def close(self, tenant: str, session_id: str) -> str:
@@ -310,6 +331,7 @@ class SessionManager:
             msg = f"no session {session_id!r}"
             raise SessionNotFound(msg)
         await self._close(session)
+        self._metrics.session_closed("closed")
         return CLOSED
 
     async def _close(self, session: Session, reason: str = "the session was closed") -> None:
@@ -336,6 +358,7 @@ class SessionManager:
             return
         log.warning("session %s lost its sandbox: %s", session.id, reason)
         await self._close(session, reason)
+        self._metrics.session_closed("sandbox_lost")
         self._on_ended(session, reason)
 
     async def shutdown(self) -> None:
@@ -352,5 +375,6 @@ class SessionManager:
         await asyncio.sleep(0)
         await asyncio.gather(*(self._close(s) for s in sessions), return_exceptions=True)
         for session in sessions:
+            self._metrics.session_closed("shutdown")
             self._on_ended(session, "the daemon is shutting down")
         await self.egress.shutdown()

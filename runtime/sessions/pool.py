@@ -1,14 +1,22 @@
 """The warm pool: sandboxes started before anyone asks, one session each.
 
-Per profile (image, tmpfs sizes, OCI runtime), `pool_size`
-containers are created in the background and kept ready. CreateSession
-claims one when its request matches a profile: the container was created
-with its future session id in `toolrt.session` (labels cannot change), so
-the claim hands out that id; memory, cpus and pids are set at claim time
-(Docker can change them on a live container). A claimed container belongs
-to its session and is destroyed with it, never returned. Each claim starts
-a refill. Fills never exceed the pool's size: after a failure (engine down,
-image missing) one fill at a time retries with a growing delay.
+Per profile (image, tmpfs sizes, OCI runtime), containers
+are created in the background and kept ready. CreateSession claims one when
+its request matches a profile: the container was created with its future
+session id in `toolrt.session` (labels cannot change), so the claim hands
+out that id; memory, cpus and pids are set at claim time (Docker can change
+them on a live container). A claimed container belongs to its session and
+is destroyed with it, never returned.
+
+How many: each profile aims at as many ready containers as sessions asked
+for it in its busiest second of the last `pool_window_s` seconds, at least
+`pool_min` and at most `pool_size`. A burst raises the aim at once (the
+claims that found the pool empty count too); once a whole window has passed
+without such a burst the aim falls and a tick removes the surplus, oldest
+first. Fills stop while the daemon has no room (`max_sessions`, the memory
+floor), and a request the pool cannot serve takes a ready container's
+slot when the daemon is full. After a failure (engine down, image missing)
+one fill at a time retries with a growing delay.
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -23,6 +32,7 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from runtime.config import Config, Limits, PoolProfile
+from runtime.observability.window import PerSecond
 from runtime.sandbox.backend import Sandbox, SandboxBackend, SandboxSpec
 
 log = logging.getLogger(__name__)
@@ -33,6 +43,11 @@ log = logging.getLogger(__name__)
 POOL_TENANT = ""
 RETRY_FIRST_S = 0.5
 RETRY_MAX_S = 30.0
+# How often the pool trims its surplus and tops itself up.
+TICK_S = 1.0
+# Containers one profile creates at once: a burst's cold creates and the
+# fills behind it share one engine.
+MAX_FILLING = 4
 
 
 @runtime_checkable
@@ -46,6 +61,18 @@ class ProfileKey:
     workspace_bytes: int
     tmp_bytes: int
     runtime: str = ""
+
+
+@dataclass(frozen=True)
+class ProfileStatus:
+    """One profile's state, for AdminStats."""
+
+    image: str
+    workspace_bytes: int
+    tmp_bytes: int
+    ready: int
+    filling: int
+    target: int
 
 
 @dataclass
@@ -72,16 +99,20 @@ class WarmPool:
         backend: SandboxBackend,
         before_create: Callable[[], Awaitable[None]],
         has_room: Callable[[], bool],
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._config = config
         self._backend = backend
         self._before_create = before_create
         self._has_room = has_room
-        self._size = config.pool_size
+        self._ceiling = config.pool_size
+        self._floor = min(config.pool_min, config.pool_size)
         self._ready: dict[ProfileKey, deque[Warm]] = {}
         self._filling: dict[ProfileKey, int] = {}
         self._failures: dict[ProfileKey, int] = {}
+        self._demand: dict[ProfileKey, PerSecond] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._ticker: asyncio.Task[None] | None = None
         self._closing = asyncio.Event()
         for profile in config.pool_profiles or [PoolProfile()]:
             key = ProfileKey(
@@ -93,6 +124,7 @@ class WarmPool:
             self._ready[key] = deque()
             self._filling[key] = 0
             self._failures[key] = 0
+            self._demand[key] = PerSecond(config.pool_window_s, clock)
 
     # -- counting -----------------------------------------------------------
     def count(self) -> int:
@@ -104,27 +136,63 @@ class WarmPool:
             return len(self._ready.get(key, ()))
         return sum(len(q) for q in self._ready.values())
 
-    def can_serve(self, image: str, limits: Limits, labels: dict[str, str], runtime: str) -> bool:
-        return self._match(image, limits, labels, runtime) is not None
+    def target(self, key: ProfileKey) -> int:
+        """Ready containers `key` aims at: its recent peak demand, within floor and ceiling."""
+        return min(self._ceiling, max(self._floor, self._demand[key].peak()))
 
-    def _match(
+    def status(self) -> list[ProfileStatus]:
+        return [
+            ProfileStatus(
+                key.image,
+                key.workspace_bytes,
+                key.tmp_bytes,
+                len(queue),
+                self._filling[key],
+                self.target(key),
+            )
+            for key, queue in self._ready.items()
+        ]
+
+    def can_serve(self, image: str, limits: Limits, labels: dict[str, str], runtime: str) -> bool:
+        key = self._profile_of(image, limits, labels, runtime)
+        return key is not None and bool(self._ready[key])
+
+    def _profile_of(
         self, image: str, limits: Limits, labels: dict[str, str], runtime: str
-    ) -> deque[Warm] | None:
+    ) -> ProfileKey | None:
         if any(not k.startswith("toolrt.") for k in labels):
             return None
-        queue = self._ready.get(_key(image, limits, runtime))
-        return queue or None
+        key = _key(image, limits, runtime)
+        return key if key in self._ready else None
 
     # -- filling ------------------------------------------------------------
     def start(self) -> None:
-        """Fill every profile up to its size (as room allows); also after a close."""
+        """Fill every profile up to its aim (as room allows); also after a close."""
         for key in self._ready:
             self._refill(key)
+        if self._ticker is None and not self._closing.is_set():
+            self._ticker = asyncio.create_task(self._tick(), name="pool-tick")
+
+    async def _tick(self) -> None:
+        while not self._closing.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._closing.wait(), TICK_S)
+            for key in self._ready:
+                self._shrink(key)
+                self._refill(key)
+
+    def _shrink(self, key: ProfileKey) -> None:
+        queue, target = self._ready[key], self.target(key)
+        while len(queue) > target and not self._closing.is_set():
+            warm = queue.popleft()  # the oldest
+            log.debug("warm pool: %s is idle beyond %d ready: removing one", key.image, target)
+            self._destroy(warm)
 
     def _refill(self, key: ProfileKey) -> None:
         while (
             not self._closing.is_set()
-            and len(self._ready[key]) + self._filling[key] < self._size
+            and len(self._ready[key]) + self._filling[key] < self.target(key)
+            and self._filling[key] < MAX_FILLING
             # After a failure, a single fill probes until one succeeds.
             and (self._failures[key] == 0 or self._filling[key] == 0)
             and self._has_room()
@@ -176,11 +244,19 @@ class WarmPool:
     async def claim(
         self, image: str, limits: Limits, labels: dict[str, str], runtime: str
     ) -> Warm | None:
-        """A ready sandbox set to `limits`, or None (then serve cold)."""
-        queue = self._match(image, limits, labels, runtime)
+        """A ready sandbox set to `limits`, or None (then serve cold).
+
+        Every request of a profile counts as its demand, served warm or not.
+        """
+        key = self._profile_of(image, limits, labels, runtime)
+        if key is None:
+            return None
+        self._demand[key].note()
+        queue = self._ready[key]
+        self._refill(key)
         while queue:
             warm = queue.popleft()
-            self._refill(_key(image, limits, runtime))
+            self._refill(key)
             if warm.sandbox.lost:
                 self._discard(warm, warm.sandbox.lost)
                 continue
@@ -196,8 +272,21 @@ class WarmPool:
             return Warm(warm.session_id, warm.sandbox, limits)
         return None
 
+    def evict(self) -> bool:
+        """Remove one ready container so that a session can have its slot."""
+        queue = max(self._ready.values(), key=len, default=None)
+        if not queue:
+            return False
+        warm = queue.popleft()
+        log.info("warm pool: removing sandbox %s to make room for a session", warm.session_id)
+        self._destroy(warm)
+        return True
+
     def _discard(self, warm: Warm, reason: str) -> None:
         log.warning("warm pool: dropping sandbox %s: %s", warm.session_id, reason)
+        self._destroy(warm)
+
+    def _destroy(self, warm: Warm) -> None:
         task = asyncio.create_task(self._backend.destroy(warm.session_id))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -207,6 +296,8 @@ class WarmPool:
     async def close(self) -> None:
         """Stop filling and destroy every ready sandbox."""
         self._closing.set()
+        if self._ticker is not None:
+            await self._ticker
         if self._tasks:
             # Fills finish (and remove what they created) rather than being
             # cancelled mid-create, which could leave a container behind.

@@ -51,6 +51,8 @@ class Session:
     last_used: float = field(default_factory=time.monotonic)
     state: str = READY
     calls: int = 0
+    # The tool of the latest call (what `toolrt top` shows).
+    last_tool: str = ""
     # Calls with side effects run one at a time, in arrival order.
     write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     # State tools keep between calls (the shell's directory and environment).

@@ -176,6 +176,7 @@ class DaemonProcess:
 
     def __init__(self, instance: str, port: int, log_path) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLRT_")}
+        env["TOOLRT_POOL_SIZE"] = "0"  # warm by default; these tests count containers
         self.target = f"127.0.0.1:{port}"
         self.log_path = log_path
         with open(log_path, "ab") as log:

@@ -1,5 +1,8 @@
 """The warm pool against the real engine: one session per container, refill,
-limits at claim, admission, reaping, and no growth when creating fails."""
+limits at claim, admission, reaping, and no growth when creating fails.
+
+These pools have a fixed size (`pool_min = pool_size`); the adaptive sizing
+is followed in tests/unit/test_pool_sizing.py."""
 
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ def pooled_ids(docker_client, instance: str) -> set[str]:
 
 
 def test_each_claim_gets_its_own_container_and_the_pool_refills(make_daemon, docker_client):
-    running = make_daemon(pool_size=2)
+    running = make_daemon(pool_size=2, pool_min=2)
     pool = running.daemon.core.manager.pool
     wait_for(lambda: pool.ready() == 2)
     warm_ids = pooled_ids(docker_client, running.instance)
@@ -55,7 +58,7 @@ def test_each_claim_gets_its_own_container_and_the_pool_refills(make_daemon, doc
 
 
 def test_limits_are_set_at_claim_and_unmatched_requests_go_cold(make_daemon, docker_client):
-    running = make_daemon(pool_size=1)
+    running = make_daemon(pool_size=1, pool_min=1)
     pool = running.daemon.core.manager.pool
     wait_for(lambda: pool.ready() == 1)
     (warm_id,) = pooled_ids(docker_client, running.instance)
@@ -80,7 +83,7 @@ def test_limits_are_set_at_claim_and_unmatched_requests_go_cold(make_daemon, doc
 
 
 def test_pool_counts_toward_max_sessions(make_daemon, docker_client):
-    running = make_daemon(pool_size=2, max_sessions=3)
+    running = make_daemon(pool_size=2, pool_min=2, max_sessions=3)
     pool = running.daemon.core.manager.pool
     wait_for(lambda: pool.ready() == 2)
     with Client(running.target) as client:
@@ -103,19 +106,19 @@ def test_pool_counts_toward_max_sessions(make_daemon, docker_client):
 
 
 def test_pool_is_reaped_at_shutdown_and_by_the_next_start(make_daemon, docker_client):
-    running = make_daemon(pool_size=2)
+    running = make_daemon(pool_size=2, pool_min=2)
     wait_for(lambda: running.daemon.core.manager.pool.ready() == 2)
     running.stop()
     assert containers_of(docker_client, running.instance) == []
 
     # A daemon that never shut down (its process killed, say) leaves its pool
     # behind; the next start under the same name removes it before filling anew.
-    config = config_for_test(pool_size=2)
-    previous = make_daemon(instance=config.instance, pool_size=2)
+    config = config_for_test(pool_size=2, pool_min=2)
+    previous = make_daemon(instance=config.instance, pool_size=2, pool_min=2)
     wait_for(lambda: previous.daemon.core.manager.pool.ready() == 2)
     left = pooled_ids(docker_client, config.instance)
     assert len(left) == 2
-    successor = make_daemon(instance=config.instance, pool_size=1)
+    successor = make_daemon(instance=config.instance, pool_size=1, pool_min=1)
     wait_for(lambda: successor.daemon.core.manager.pool.ready() == 1)
     now = pooled_ids(docker_client, config.instance)
     assert len(now) == 1 and not now & left
@@ -125,7 +128,7 @@ def test_pool_is_reaped_at_shutdown_and_by_the_next_start(make_daemon, docker_cl
 
 
 def test_pool_does_not_grow_when_creating_fails(make_daemon, docker_client):
-    running = make_daemon(pool_size=3, image="toolrt-missing:nope")
+    running = make_daemon(pool_size=3, pool_min=3, image="toolrt-missing:nope")
     pool = running.daemon.core.manager.pool
     deadline = time.monotonic() + 3
     while time.monotonic() < deadline:
@@ -143,7 +146,8 @@ def test_pool_does_not_grow_when_creating_fails(make_daemon, docker_client):
 
 
 def test_pool_with_the_engine_down_keeps_serving(make_daemon, tmp_path):
-    running = make_daemon(pool_size=2, docker_host=f"unix://{tmp_path}/no-engine.sock")
+    engine = f"unix://{tmp_path}/no-engine.sock"
+    running = make_daemon(pool_size=2, pool_min=2, docker_host=engine)
     pool = running.daemon.core.manager.pool
     time.sleep(1.5)
     assert pool.ready() == 0

@@ -120,6 +120,22 @@ def test_serve_flags_become_overrides():
     assert serve_overrides(build_parser().parse_args(["serve"])) == {}
 
 
+def test_operations_flags_and_the_pool_defaults():
+    args = build_parser().parse_args(
+        [
+            "serve", "--log-format", "json", "--metrics-listen", "127.0.0.1:9464",
+            "--otel-endpoint", "http://127.0.0.1:4318", "--pool-size", "0",
+        ]
+    )  # fmt: skip
+    config = load_config(None, serve_overrides(args), environ={})
+    assert config.log_format == "json" and config.metrics_listen == "127.0.0.1:9464"
+    assert config.otel_endpoint == "http://127.0.0.1:4318" and config.pool_size == 0
+    # Warm by default: a pool that keeps one ready and grows to 8 with demand.
+    assert (Config().pool_size, Config().pool_min) == (8, 1)
+    with pytest.raises(ValidationError, match="log_format"):
+        Config(log_format="xml")
+
+
 @pytest.mark.parametrize(
     ("text", "size"),
     [("1048576", 1 << 20), ("512M", 512 << 20), ("1.5GiB", 3 << 29), ("64k", 64 << 10)],

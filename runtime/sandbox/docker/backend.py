@@ -34,8 +34,10 @@ from runtime.sandbox.backend import (
     LABEL_SESSION,
     LABEL_TENANT,
     ConnectedSandbox,
+    EngineInfo,
     SandboxBackend,
     SandboxSpec,
+    Usage,
     new_epoch,
     prepare_agent_dir,
 )
@@ -48,6 +50,7 @@ from runtime.sandbox.docker.errors import (
     require_engine_socket,
     tolerate_gone,
 )
+from runtime.sandbox.docker.stats import container_usage, engine_info
 from runtime.sandbox.framing import AgentConnection
 
 log = logging.getLogger(__name__)
@@ -87,7 +90,7 @@ class DockerBackend:
         self._socket = docker_socket_path(config)
         self._executor = ThreadPoolExecutor(config.docker_workers, thread_name_prefix="docker")
         self._client: docker.DockerClient | None = None
-        self._agent_dir = prepare_agent_dir()
+        self._agent_dir = prepare_agent_dir(config.agent_dir)
         self._live: dict[str, ConnectedSandbox] = {}
         self._epoch = new_epoch()
 
@@ -264,6 +267,15 @@ class DockerBackend:
     async def update_limits(self, sandbox_id: str, limits: Limits) -> None:
         """Set memory, cpus and pids of a live sandbox (a claimed warm one)."""
         await self._run(f"update sandbox {sandbox_id}", self._update_container, sandbox_id, limits)
+
+    async def describe_engine(self) -> EngineInfo:
+        return await self._run(
+            "describe the engine", engine_info, self._docker(), self._config.runtime
+        )
+
+    async def usage(self, sandbox_id: str) -> Usage:
+        name = container_name(sandbox_id)
+        return await self._run(f"read usage of {sandbox_id}", container_usage, self._docker(), name)
 
     def _owned(self) -> list[str]:
         containers = self._docker().api.containers(

@@ -35,7 +35,10 @@ def map_docker_errors(what: str) -> Iterator[None]:
     try:
         yield
     except docker.errors.ImageNotFound as exc:
-        msg = f"{what}: image not found on this host ({exc.explanation}); toolrt never pulls"
+        msg = (
+            f"{what}: image not found on this host ({exc.explanation}); toolrt never pulls "
+            "(`toolrt image build` makes the default one)"
+        )
         raise BadRequest(msg) from exc
     except docker.errors.APIError as exc:
         text = str(exc.explanation or exc)

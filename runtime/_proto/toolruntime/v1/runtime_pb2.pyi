@@ -286,3 +286,117 @@ class DownloadFilesChunk(_message.Message):
     TAR_FIELD_NUMBER: _ClassVar[int]
     tar: bytes
     def __init__(self, tar: _Optional[bytes] = ...) -> None: ...
+
+class AdminStatsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class PoolProfileStats(_message.Message):
+    __slots__ = ("image", "workspace_bytes", "tmp_bytes", "ready", "filling", "target")
+    IMAGE_FIELD_NUMBER: _ClassVar[int]
+    WORKSPACE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    TMP_BYTES_FIELD_NUMBER: _ClassVar[int]
+    READY_FIELD_NUMBER: _ClassVar[int]
+    FILLING_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    image: str
+    workspace_bytes: int
+    tmp_bytes: int
+    ready: int
+    filling: int
+    target: int
+    def __init__(self, image: _Optional[str] = ..., workspace_bytes: _Optional[int] = ..., tmp_bytes: _Optional[int] = ..., ready: _Optional[int] = ..., filling: _Optional[int] = ..., target: _Optional[int] = ...) -> None: ...
+
+class AdminStatsResponse(_message.Message):
+    __slots__ = ("version", "instance", "started_at", "uptime_seconds", "engine", "engine_error", "runtime", "sessions", "max_sessions", "sessions_created", "sessions_closed", "pool", "calls_per_second", "calls_total", "errors", "healthy")
+    class SessionsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    class SessionsCreatedEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    class SessionsClosedEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    class ErrorsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AT_FIELD_NUMBER: _ClassVar[int]
+    UPTIME_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_ERROR_FIELD_NUMBER: _ClassVar[int]
+    RUNTIME_FIELD_NUMBER: _ClassVar[int]
+    SESSIONS_FIELD_NUMBER: _ClassVar[int]
+    MAX_SESSIONS_FIELD_NUMBER: _ClassVar[int]
+    SESSIONS_CREATED_FIELD_NUMBER: _ClassVar[int]
+    SESSIONS_CLOSED_FIELD_NUMBER: _ClassVar[int]
+    POOL_FIELD_NUMBER: _ClassVar[int]
+    CALLS_PER_SECOND_FIELD_NUMBER: _ClassVar[int]
+    CALLS_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    ERRORS_FIELD_NUMBER: _ClassVar[int]
+    HEALTHY_FIELD_NUMBER: _ClassVar[int]
+    version: str
+    instance: str
+    started_at: float
+    uptime_seconds: float
+    engine: str
+    engine_error: str
+    runtime: str
+    sessions: _containers.ScalarMap[str, int]
+    max_sessions: int
+    sessions_created: _containers.ScalarMap[str, int]
+    sessions_closed: _containers.ScalarMap[str, int]
+    pool: _containers.RepeatedCompositeFieldContainer[PoolProfileStats]
+    calls_per_second: float
+    calls_total: int
+    errors: _containers.ScalarMap[str, int]
+    healthy: bool
+    def __init__(self, version: _Optional[str] = ..., instance: _Optional[str] = ..., started_at: _Optional[float] = ..., uptime_seconds: _Optional[float] = ..., engine: _Optional[str] = ..., engine_error: _Optional[str] = ..., runtime: _Optional[str] = ..., sessions: _Optional[_Mapping[str, int]] = ..., max_sessions: _Optional[int] = ..., sessions_created: _Optional[_Mapping[str, int]] = ..., sessions_closed: _Optional[_Mapping[str, int]] = ..., pool: _Optional[_Iterable[_Union[PoolProfileStats, _Mapping]]] = ..., calls_per_second: _Optional[float] = ..., calls_total: _Optional[int] = ..., errors: _Optional[_Mapping[str, int]] = ..., healthy: _Optional[bool] = ...) -> None: ...
+
+class AdminListSessionsRequest(_message.Message):
+    __slots__ = ("tenant", "usage")
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    tenant: str
+    usage: bool
+    def __init__(self, tenant: _Optional[str] = ..., usage: _Optional[bool] = ...) -> None: ...
+
+class AdminSession(_message.Message):
+    __slots__ = ("session", "last_tool", "last_used_at", "active_calls", "cpu_seconds", "memory_bytes")
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    LAST_TOOL_FIELD_NUMBER: _ClassVar[int]
+    LAST_USED_AT_FIELD_NUMBER: _ClassVar[int]
+    ACTIVE_CALLS_FIELD_NUMBER: _ClassVar[int]
+    CPU_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    session: Session
+    last_tool: str
+    last_used_at: float
+    active_calls: int
+    cpu_seconds: float
+    memory_bytes: int
+    def __init__(self, session: _Optional[_Union[Session, _Mapping]] = ..., last_tool: _Optional[str] = ..., last_used_at: _Optional[float] = ..., active_calls: _Optional[int] = ..., cpu_seconds: _Optional[float] = ..., memory_bytes: _Optional[int] = ...) -> None: ...
+
+class AdminListSessionsResponse(_message.Message):
+    __slots__ = ("sessions",)
+    SESSIONS_FIELD_NUMBER: _ClassVar[int]
+    sessions: _containers.RepeatedCompositeFieldContainer[AdminSession]
+    def __init__(self, sessions: _Optional[_Iterable[_Union[AdminSession, _Mapping]]] = ...) -> None: ...

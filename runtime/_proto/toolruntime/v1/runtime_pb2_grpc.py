@@ -89,6 +89,16 @@ class ToolRuntimeStub:
                 request_serializer=toolruntime_dot_v1_dot_runtime__pb2.DownloadFilesRequest.SerializeToString,
                 response_deserializer=toolruntime_dot_v1_dot_runtime__pb2.DownloadFilesChunk.FromString,
                 _registered_method=True)
+        self.AdminStats = channel.unary_unary(
+                '/toolruntime.v1.ToolRuntime/AdminStats',
+                request_serializer=toolruntime_dot_v1_dot_runtime__pb2.AdminStatsRequest.SerializeToString,
+                response_deserializer=toolruntime_dot_v1_dot_runtime__pb2.AdminStatsResponse.FromString,
+                _registered_method=True)
+        self.AdminListSessions = channel.unary_unary(
+                '/toolruntime.v1.ToolRuntime/AdminListSessions',
+                request_serializer=toolruntime_dot_v1_dot_runtime__pb2.AdminListSessionsRequest.SerializeToString,
+                response_deserializer=toolruntime_dot_v1_dot_runtime__pb2.AdminListSessionsResponse.FromString,
+                _registered_method=True)
 
 
 class ToolRuntimeServicer:
@@ -167,6 +177,22 @@ class ToolRuntimeServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AdminStats(self, request, context):
+        """Operators only (an admin principal; without authentication, loopback and
+        unix-socket callers). They see every tenant and run no tools.
+        The daemon's state: what `toolrt status` prints.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AdminListSessions(self, request, context):
+        """Every tenant's open sessions with their activity: what `toolrt top` shows.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ToolRuntimeServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -224,6 +250,16 @@ def add_ToolRuntimeServicer_to_server(servicer, server):
                     servicer.DownloadFiles,
                     request_deserializer=toolruntime_dot_v1_dot_runtime__pb2.DownloadFilesRequest.FromString,
                     response_serializer=toolruntime_dot_v1_dot_runtime__pb2.DownloadFilesChunk.SerializeToString,
+            ),
+            'AdminStats': grpc.unary_unary_rpc_method_handler(
+                    servicer.AdminStats,
+                    request_deserializer=toolruntime_dot_v1_dot_runtime__pb2.AdminStatsRequest.FromString,
+                    response_serializer=toolruntime_dot_v1_dot_runtime__pb2.AdminStatsResponse.SerializeToString,
+            ),
+            'AdminListSessions': grpc.unary_unary_rpc_method_handler(
+                    servicer.AdminListSessions,
+                    request_deserializer=toolruntime_dot_v1_dot_runtime__pb2.AdminListSessionsRequest.FromString,
+                    response_serializer=toolruntime_dot_v1_dot_runtime__pb2.AdminListSessionsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -523,6 +559,60 @@ class ToolRuntime:
             '/toolruntime.v1.ToolRuntime/DownloadFiles',
             toolruntime_dot_v1_dot_runtime__pb2.DownloadFilesRequest.SerializeToString,
             toolruntime_dot_v1_dot_runtime__pb2.DownloadFilesChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AdminStats(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/toolruntime.v1.ToolRuntime/AdminStats',
+            toolruntime_dot_v1_dot_runtime__pb2.AdminStatsRequest.SerializeToString,
+            toolruntime_dot_v1_dot_runtime__pb2.AdminStatsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AdminListSessions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/toolruntime.v1.ToolRuntime/AdminListSessions',
+            toolruntime_dot_v1_dot_runtime__pb2.AdminListSessionsRequest.SerializeToString,
+            toolruntime_dot_v1_dot_runtime__pb2.AdminListSessionsResponse.FromString,
             options,
             channel_credentials,
             insecure,

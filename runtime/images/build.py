@@ -1,17 +1,19 @@
-"""Build the default sandbox image offline, only when its recipe changed.
+"""`toolrt image build`: the default sandbox image from the recipe the package carries.
 
-Steps: debootstrap a Debian rootfs (mirror read from this machine's apt
-configuration at run time), `docker import` it as the base, then build
-`Dockerfile.offline` from that base with networking off. The image is tagged
-with a hash of the recipe (`toolrt-sandbox:<hash>`) and `toolrt-sandbox:default`,
-so an unchanged recipe costs one `docker image inspect`.
-
-Usage: python sandbox_images/build.py [--force] [--suite bookworm]
+Built only when the recipe changed: the image is tagged with a hash of the
+recipe (`toolrt-sandbox:<hash>`) and then with `--tag` (default
+`toolrt-sandbox:default`), so an unchanged recipe costs one `docker image
+inspect`. Two ways to the same image:
+- offline (root, `debootstrap` installed): debootstrap a Debian rootfs (the
+  mirror read from this machine's apt configuration), `docker import` it as
+  the base, then build `Dockerfile.offline` from it with networking off;
+- online (anywhere the engine can pull): build `Dockerfile` from
+  `debian:bookworm-slim`.
+`--recipe auto` (the default) takes the offline way when it can.
 """
 
 from __future__ import annotations
 
-import argparse
 import glob
 import hashlib
 import os
@@ -20,13 +22,13 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import docker
 import docker.errors
 
-RECIPE_DIR = Path(__file__).resolve().parent / "default"
-REPOSITORY = "toolrt-sandbox"
-DEFAULT_TAG = "default"
+from runtime.images import DEFAULT_IMAGE, RECIPE_DIR, REPOSITORY
+
 BASE_REPOSITORY = "toolrt-base"
 
 
@@ -122,6 +124,18 @@ def build_image(client: docker.DockerClient, base_ref: str, image_ref: str) -> N
         forcerm=True,
         decode=True,
     )
+    follow(stream)
+
+
+def build_online(client: docker.DockerClient, image_ref: str) -> None:
+    say(f"building {image_ref} from debian:bookworm-slim (pulls it)")
+    stream = client.api.build(
+        path=str(RECIPE_DIR), dockerfile="Dockerfile", tag=image_ref, rm=True, decode=True
+    )
+    follow(stream)
+
+
+def follow(stream: Any) -> None:
     for event in stream:
         if "error" in event:
             msg = f"image build failed: {event['error']}"
@@ -131,27 +145,40 @@ def build_image(client: docker.DockerClient, base_ref: str, image_ref: str) -> N
             say(text)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--force", action="store_true", help="rebuild even if up to date")
-    parser.add_argument("--suite", default="bookworm", help="Debian suite of the rootfs")
-    args = parser.parse_args()
+def split_tag(ref: str) -> tuple[str, str]:
+    """`repo:tag` → (repo, tag); `host:5000/repo` → (host:5000/repo, latest)."""
+    repository, colon, name = ref.rpartition(":")
+    if not colon or "/" in name:
+        return ref, "latest"
+    return repository, name
 
+
+def can_debootstrap() -> bool:
+    return os.geteuid() == 0 and shutil.which("debootstrap") is not None
+
+
+def build(
+    tag: str = DEFAULT_IMAGE, force: bool = False, suite: str = "bookworm", recipe: str = "auto"
+) -> str:
+    """Build (or find up to date) the default image, tag it `tag`; its hash-tagged name."""
     client = docker.from_env(timeout=600)
-    digest = recipe_hash(args.suite)
-    image_ref = f"{REPOSITORY}:{digest}"
-    base_ref = f"{BASE_REPOSITORY}:{digest}"
-    if image_exists(client, image_ref) and not args.force:
-        client.images.get(image_ref).tag(REPOSITORY, DEFAULT_TAG)
-        say(f"{image_ref} is up to date")
-        return 0
-    if args.force or not image_exists(client, base_ref):
-        build_base(client, args.suite, base_ref)
-    build_image(client, base_ref, image_ref)
-    client.images.get(image_ref).tag(REPOSITORY, DEFAULT_TAG)
-    say(f"ready: {image_ref} (also {REPOSITORY}:{DEFAULT_TAG})")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        digest = recipe_hash(suite)
+        image_ref = f"{REPOSITORY}:{digest}"
+        base_ref = f"{BASE_REPOSITORY}:{digest}"
+        repository, name = split_tag(tag)
+        if image_exists(client, image_ref) and not force:
+            client.images.get(image_ref).tag(repository, name)
+            say(f"{image_ref} is up to date (tagged {tag})")
+            return image_ref
+        if recipe == "online" or (recipe == "auto" and not can_debootstrap()):
+            build_online(client, image_ref)
+        else:
+            if force or not image_exists(client, base_ref):
+                build_base(client, suite, base_ref)
+            build_image(client, base_ref, image_ref)
+        client.images.get(image_ref).tag(repository, name)
+        say(f"ready: {image_ref} (also {tag})")
+        return image_ref
+    finally:
+        client.close()

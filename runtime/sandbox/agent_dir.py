@@ -1,0 +1,130 @@
+"""The agent's directory as sandboxes mount it, with the native helper built in it.
+
+The package carries the agent's Python files and the C source of its
+per-call subreaper (`spawn.c`). At start-up the daemon readies the directory
+its sandboxes bind-mount read-only:
+- with `agent_dir` set, the agent's files are copied there first (only what
+  changed; files the package no longer has are removed), so the mount source
+  can be a path the host and a containerised daemon share;
+- the helper (`toolrt-spawn`) is compiled there, static so it runs in any
+  image, when it is missing or older than `spawn.c` and a C compiler exists;
+  without one the agent forks its Python subreaper instead (the same
+  behaviour, a few ms slower per call), as it always did;
+- it is byte-compiled in place, so no sandbox compiles the agent anew.
+Everything is written to a temporary name and renamed, so daemons starting
+at once never see half a file.
+"""
+
+from __future__ import annotations
+
+import compileall
+import contextlib
+import logging
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+HELPER = "toolrt-spawn"
+HELPER_SOURCE = "spawn.c"
+COMPILERS = ("cc", "gcc", "clang")
+COMPILE_TIMEOUT_S = 120
+
+
+def _replace(target: Path, data: bytes, mode: int) -> None:
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        # World-readable: root in the sandbox has no DAC_OVERRIDE.
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def sync_agent(source: Path, target: Path) -> None:
+    """Make `target` hold the agent files of `source` (its helper too, when built)."""
+    target.mkdir(parents=True, exist_ok=True)
+    os.chmod(target, 0o755)
+    wanted = {p.name: p for p in source.iterdir() if p.suffix == ".py" or p.name == HELPER_SOURCE}
+    helper = source / HELPER
+    if helper.is_file() and not _stale(source):
+        wanted[HELPER] = helper
+    for name, path in wanted.items():
+        data = path.read_bytes()
+        here = target / name
+        if not here.is_file() or here.read_bytes() != data:
+            _replace(here, data, 0o755 if name == HELPER else 0o644)
+    for old in target.iterdir():
+        if old.suffix == ".py" and old.name not in wanted:
+            old.unlink()
+
+
+def _stale(agent_dir: Path) -> bool:
+    """Whether the helper is missing or older than its source."""
+    helper, source = agent_dir / HELPER, agent_dir / HELPER_SOURCE
+    if not helper.is_file():
+        return True
+    return source.is_file() and source.stat().st_mtime > helper.stat().st_mtime
+
+
+def compiler() -> str:
+    """The first C compiler on PATH ("" when there is none)."""
+    for name in COMPILERS:
+        found = shutil.which(name)
+        if found:
+            return found
+    return ""
+
+
+def build_helper(agent_dir: Path) -> bool:
+    """Compile the helper in `agent_dir` when it is stale; whether one is there after."""
+    source = agent_dir / HELPER_SOURCE
+    if not _stale(agent_dir):
+        return True
+    cc = compiler()
+    if not source.is_file() or not cc:
+        log.info(
+            "no C compiler (or no %s): sandboxes use the agent's Python spawn path", HELPER_SOURCE
+        )
+        return (agent_dir / HELPER).is_file()
+    with tempfile.TemporaryDirectory(prefix="toolrt-helper-") as tmp:
+        out = Path(tmp) / HELPER
+        command = [cc, "-O2", "-Wall", "-static", "-o", str(out), str(source)]
+        try:
+            done = subprocess.run(
+                command, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S, check=False
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            log.warning("building the agent's native helper failed (%s): Python spawn path", exc)
+            return False
+        if done.returncode != 0:
+            log.warning(
+                "building the agent's native helper failed (%s): the Python spawn path is used",
+                (done.stderr.strip().splitlines() or ["no output"])[-1][:300],
+            )
+            return False
+        try:
+            _replace(agent_dir / HELPER, out.read_bytes(), 0o755)
+        except OSError as exc:
+            log.warning("cannot write the native helper to %s (%s); set agent_dir", agent_dir, exc)
+            return False
+    log.info("built the agent's native helper in %s", agent_dir)
+    return True
+
+
+def prepare(source: Path, target: str = "") -> str:
+    """The directory to mount: `target` (synced from `source`) or `source`, helper built."""
+    agent_dir = Path(target).resolve() if target else source
+    if agent_dir != source:
+        sync_agent(source, agent_dir)
+    build_helper(agent_dir)
+    with contextlib.suppress(OSError):
+        compileall.compile_dir(str(agent_dir), quiet=1, maxlevels=0)
+    return str(agent_dir)

@@ -1,0 +1,141 @@
+"""Installable anywhere: the built wheel in a fresh venv in a temporary directory
+carries the agent, its helper's source and the image recipe, and serves a
+session from there, warm by default, with its helper built at first start."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import signal
+import subprocess
+import sys
+import uuid
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from runtime.client import Client
+from runtime.images import RECIPE_DIR
+from tests.helpers import containers_of, wait_for
+
+from .test_lifecycle import free_port
+
+pytestmark = pytest.mark.docker
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def copy_tracked_tree(dest: Path) -> None:
+    """What a fresh clone holds (the floors check's copy: no stale build/ inside)."""
+    path = ROOT / "scripts" / "check_floors.py"
+    spec = importlib.util.spec_from_file_location("check_floors", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.copy_tracked_tree(dest)
+
+
+def run(*command: str | Path, cwd: Path, env: dict[str, str] | None = None, timeout: float = 300):
+    done = subprocess.run(
+        [str(c) for c in command],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    assert done.returncode == 0, f"{command}: {done.stdout[-2000:]}{done.stderr[-2000:]}"
+    return done
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory) -> Path:
+    """A venv (in a temporary directory) with the wheel built from this tree installed."""
+    tmp = tmp_path_factory.mktemp("wheel")
+    source = tmp / "src"
+    copy_tracked_tree(source)
+    run(
+        sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", tmp / "dist", source, cwd=tmp
+    )
+    (wheel,) = (tmp / "dist").glob("toolrt-*.whl")
+    run(sys.executable, "-m", "venv", tmp / "venv", cwd=tmp)
+    run(tmp / "venv" / "bin" / "python", "-m", "pip", "install", "-q", wheel, cwd=tmp, timeout=600)
+    return wheel
+
+
+@pytest.mark.timeout(900)
+def test_the_wheel_carries_the_agent_the_helper_source_and_the_recipe(installed):
+    names = set(zipfile.ZipFile(installed).namelist())
+    for expected in ("runtime/agent/main.py", "runtime/agent/protocol.py", "runtime/agent/spawn.c"):
+        assert expected in names
+    recipe = {f"runtime/images/default/{p.name}" for p in RECIPE_DIR.iterdir()}
+    assert recipe <= names and "runtime/images/default/Dockerfile.offline" in recipe
+    # Never a binary built on the machine that made the wheel.
+    assert not [n for n in names if n.endswith("toolrt-spawn")]
+
+
+@pytest.mark.timeout(900)
+def test_a_session_through_the_installed_wheel_from_any_directory(
+    installed, docker_client, tmp_path
+):
+    venv_bin = installed.parent.parent / "venv" / "bin"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TOOLRT_", "PYTHON"))}
+    env["PATH"] = f"{venv_bin}:{env['PATH']}"
+    # The recipe in the wheel is this tree's: the image `make image` built is up to date.
+    tag = f"toolrt-wheel-test:{uuid.uuid4().hex[:8]}"
+    built = run(venv_bin / "toolrt", "image", "build", "--tag", tag, cwd=tmp_path, env=env)
+    assert "is up to date" in built.stderr
+    docker_client.images.remove(tag)
+
+    instance = f"test-wheel-{uuid.uuid4().hex[:8]}"
+    target = f"127.0.0.1:{free_port()}"
+    agent_dir = tmp_path / "agent"
+    config = tmp_path / "toolrt.toml"
+    config.write_text(
+        f'listen = "{target}"\ninstance = "{instance}"\nagent_dir = "{agent_dir}"\n'
+        '[extra_labels]\n"toolrt.test" = "1"\n'
+    )
+    env_client = {**env, "TOOLRT_TARGET": target}
+    log = (tmp_path / "serve.log").open("w")
+    daemon = subprocess.Popen(
+        [venv_bin / "toolrt", "serve", "--config", config],
+        cwd=tmp_path,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        with Client(target) as client:
+            # Warm by default: one container waits before anyone asks.
+            wait_for(lambda: _warm(client), timeout=60)
+            first = run(
+                venv_bin / "toolrt",
+                "run",
+                "--",
+                "echo from-the-wheel",
+                cwd=tmp_path,
+                env=env_client,
+            )
+            assert first.stdout.strip() == "from-the-wheel"
+            stats = client.admin_stats()
+            assert stats.sessions_created["pool"] == 1
+            assert stats.engine.startswith("docker ")
+        status = run(venv_bin / "toolrt", "status", cwd=tmp_path, env=env_client)
+        assert status.stdout.splitlines()[0].endswith(": healthy")
+        # The agent was copied to agent_dir, with its helper built from the packaged source.
+        assert (agent_dir / "main.py").is_file()
+        assert os.access(agent_dir / "toolrt-spawn", os.X_OK)
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        daemon.wait(60)
+        log.close()
+    assert daemon.returncode == 0, (tmp_path / "serve.log").read_text()[-3000:]
+    assert containers_of(docker_client, instance) == []
+
+
+def _warm(client: Client) -> bool:
+    try:
+        return sum(p.ready for p in client.admin_stats().pool) >= 1
+    except Exception:  # noqa: BLE001 - not serving yet
+        return False

@@ -1,0 +1,80 @@
+"""The service unit and the daemon image recipe in packaging/: their settings are
+toolrt's, their hardening is there, and the agent directory sits where the
+engine on the host can mount it from."""
+
+from __future__ import annotations
+
+import configparser
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+from runtime.config import load_config
+
+PACKAGING = Path(__file__).resolve().parents[2] / "packaging"
+UNIT = PACKAGING / "toolrt.service"
+DOCKERFILE = PACKAGING / "Dockerfile"
+SETTING = re.compile(r"\b(TOOLRT_[A-Z_]+)=(\S*)")
+
+
+def unit() -> configparser.ConfigParser:
+    parser = configparser.ConfigParser(strict=False, interpolation=None)
+    parser.optionxform = str  # type: ignore[assignment,method-assign]
+    parser.read(UNIT)
+    return parser
+
+
+def test_the_unit_runs_toolrt_serve_hardened():
+    service = unit()["Service"]
+    assert service["ExecStart"].split()[0].endswith("/toolrt")
+    assert service["ExecStart"].split()[1] == "serve"
+    hardening = {
+        "NoNewPrivileges": "yes",
+        "ProtectSystem": "strict",
+        "ProtectHome": "yes",
+        "PrivateTmp": "yes",
+        "PrivateDevices": "yes",
+        "CapabilityBoundingSet": "",
+        "RestrictSUIDSGID": "yes",
+        "SystemCallFilter": "@system-service",
+    }
+    for key, value in hardening.items():
+        assert service[key] == value, key
+    assert service["KillSignal"] == "SIGTERM" and service["User"] != "root"
+
+
+def test_the_units_and_the_images_settings_are_config_keys():
+    environ = {}
+    for text in (UNIT.read_text(), DOCKERFILE.read_text()):
+        for name, value in SETTING.findall(text):
+            environ[name] = value.strip('"')
+    assert {"TOOLRT_AGENT_DIR", "TOOLRT_UNIX_SOCKET", "TOOLRT_LOG_FORMAT"} <= set(environ)
+    config = load_config(None, environ=environ)
+    assert config.log_format == "json" and config.agent_dir == "/var/lib/toolrt/agent"
+
+
+def test_the_images_agent_dir_is_a_volume_at_the_same_path_inside_and_out():
+    text = DOCKERFILE.read_text()
+    agent_dir = re.search(r"TOOLRT_AGENT_DIR=(\S+)", text).group(1)
+    (volumes,) = re.findall(r"^VOLUME \[(.*)\]$", text, re.M)
+    declared = [v.strip(' "') for v in volumes.split(",")]
+    assert any(agent_dir.startswith(v + "/") for v in declared)
+    # The run line mounts that volume at the same path on the host.
+    assert "-v /var/lib/toolrt:/var/lib/toolrt" in text
+    assert re.search(r"^ENTRYPOINT \[\"toolrt\"\]$", text, re.M)
+
+
+def test_systemd_accepts_the_unit(tmp_path):
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:  # checked by the tests above on hosts without systemd
+        return
+    copy = tmp_path / "toolrt.service"
+    copy.write_text(re.sub(r"^ExecStart=\S+", "ExecStart=/bin/true", UNIT.read_text(), flags=re.M))
+    done = subprocess.run([analyze, "verify", str(copy)], capture_output=True, text=True)
+    problems = [
+        line
+        for line in (done.stdout + done.stderr).splitlines()
+        if "toolrt.service" in line and "docker.service" not in line
+    ]
+    assert problems == [], problems
