@@ -4,12 +4,10 @@ test names with `[network.hosts]`. Nothing leaves this machine."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import socket
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import grpc
 import pytest
@@ -35,11 +33,8 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Upstreams]:
 def recipe_image() -> str:
     """This checkout's image (pip, curl...) by its recipe tag: `:default` is
     retagged by whichever checkout ran `make image` last on this engine."""
-    path = Path(__file__).resolve().parents[2] / "sandbox_images" / "build.py"
-    spec = importlib.util.spec_from_file_location("sandbox_image_build", path)
-    assert spec is not None and spec.loader is not None
-    build = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(build)
+    from runtime.images import build
+
     return f"{build.REPOSITORY}:{build.recipe_hash('bookworm')}"
 
 
