@@ -214,7 +214,7 @@ def exec_request(
 async def run_shell(ctx: ToolContext, args: ShellArgs) -> dict[str, Any]:
     state = ShellState.of(ctx)
     if args.cwd is not None:
-        await checked_path(ctx, args.cwd)  # the allowlist's read roots govern cwd
+        await checked_path(ctx, args.cwd, field="cwd")  # the allowlist's read roots govern cwd
     env = {**state.environment({**BASE_ENV, **ctx.env}), **(args.env or {})}
     request = exec_request(ctx, args, args.cwd or state.cwd, env, ctx.call_id)
     stdin = (args.stdin or "").encode()

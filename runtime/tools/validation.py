@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from runtime.agent.protocol import NAME_MAX, PATH_MAX
 from runtime.errors import InvalidArguments
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -56,6 +57,27 @@ def no_nul(value: T) -> T:
         msg = "must not contain NUL characters"
         raise ValueError(msg)
     return value
+
+
+def utf8_size(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def path_too_long(path: str) -> str | None:
+    """Why the sandbox's kernel would refuse `path` as too long
+    (ENAMETOOLONG), or None: a file name over NAME_MAX bytes, or a path of
+    PATH_MAX bytes or more."""
+    size = utf8_size(path)
+    if size >= PATH_MAX:
+        return f"is {size} bytes long; a path has at most {PATH_MAX - 1} bytes"
+    for name in path.split("/"):
+        size = utf8_size(name)
+        if size > NAME_MAX:
+            return (
+                f"has a file name of {size} bytes ({escaped(name[:24])}...); "
+                f"a file name has at most {NAME_MAX} bytes"
+            )
+    return None
 
 
 def lone_surrogate(value: Any, loc: tuple[int | str, ...] = ()) -> tuple[int | str, ...] | None:

@@ -1,0 +1,69 @@
+"""Inputs the fuzz tests (tests/docker/test_fuzz_*.py) found answered with
+INTERNAL, UNKNOWN or a misleading status, each pinned to its documented
+answer. The local backend runs the real agent, so the kernel's own limits
+(ENAMETOOLONG, E2BIG) are the ones a Docker sandbox has."""
+
+from __future__ import annotations
+
+import errno
+
+import grpc
+import pytest
+
+from runtime.agent import files
+from runtime.client import ToolrtRpcError
+
+
+@pytest.fixture
+def sandbox_backend() -> str:
+    return "local"
+
+
+LONG_NAME = "/workspace/" + "a" * 5000
+# Short names, but 5,000+ bytes in all.
+MANY_PARTS = "/workspace" + "/d" * 2500
+
+
+@pytest.mark.parametrize("path", [LONG_NAME, MANY_PARTS], ids=["long-name", "many-components"])
+@pytest.mark.parametrize(
+    ("tool", "arguments", "field"),
+    [
+        ("read_file", {}, "path"),
+        ("write_file", {"content": "x"}, "path"),
+        ("edit_file", {"old_string": "a", "new_string": "b"}, "path"),
+        ("list_files", {"recursive": True}, "path"),
+        ("run_tests", {}, "path"),
+        ("shell", {"command": "pwd"}, "cwd"),
+    ],
+)
+def test_a_path_over_the_kernels_limits_is_invalid_arguments(session, tool, arguments, field, path):
+    result = session.call(tool, {**arguments, field: path})
+    assert result.error_code == "INVALID_ARGUMENTS", result
+    assert f"/{field} " in result.error_message
+    assert "at most 255 bytes" in result.error_message or "at most 4095" in result.error_message
+
+
+def test_the_agent_maps_a_name_too_long_to_invalid_arguments():
+    failure = files.os_failure(OSError(errno.ENAMETOOLONG, "File name too long"), LONG_NAME)
+    assert failure.code == "INVALID_ARGUMENTS"
+    assert "at most 255 bytes per file name" in failure.message
+    assert len(failure.message) < 400  # the path shown by its ends
+    # An OSError's filename may be a descriptor (os.fdopen of a directory).
+    assert files.os_failure(IsADirectoryError(errno.EISDIR, "Is a directory", 4), 4).message == (
+        "4: is a directory"
+    )
+
+
+def test_a_download_of_an_over_long_path_names_the_limit(session):
+    # Transfers check no length of their own: the agent's answer reaches the client.
+    with pytest.raises(ToolrtRpcError) as refused:
+        session.download([LONG_NAME])
+    assert refused.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert "INVALID_ARGUMENTS" in refused.value.details and "name too long" in refused.value.details
+
+
+def test_a_file_name_of_multibyte_characters_up_to_the_limit_can_be_written(session):
+    name = "/workspace/" + "😀" * 63  # 252 bytes: its temporary name must fit too
+    written = session.call("write_file", {"path": name, "content": "fits\n"})
+    assert written.ok, written
+    assert session.call("read_file", {"path": name}).output["content"] == "fits\n"
