@@ -12,11 +12,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from runtime.agent import protocol
 from runtime.constants import WORKSPACE
-from runtime.errors import CallTimeout, FileMissing, LimitExceeded
+from runtime.errors import CallTimeout, FileMissing, InvalidArguments, LimitExceeded
 from runtime.tools.base import Tool, ToolContext
 from runtime.tools.files import NO_NETWORK, checked_path
 from runtime.tools.shell import command_env, shell_output
-from runtime.tools.validation import no_nul
+from runtime.tools.validation import command_too_long, no_nul
 
 MAX_XML_BYTES = 16 << 20
 MAX_FAILURES = 100
@@ -104,8 +104,13 @@ async def run_tests(ctx: ToolContext, args: RunTestsArgs) -> dict[str, Any]:
         resolved,
         *(args.args or []),
     ]
+    command = "exec " + shlex.join(argv)
+    problem = command_too_long(command)
+    if problem:
+        msg = f"/args: the pytest command line {problem}; pass fewer or shorter arguments"
+        raise InvalidArguments(msg)
     request = protocol.Exec(
-        command="exec " + shlex.join(argv),
+        command=command,
         cwd=cwd,
         env=command_env(ctx.env, None),
         call_id=ctx.call_id,

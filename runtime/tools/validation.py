@@ -22,6 +22,12 @@ T = TypeVar("T")
 
 MAX_ARGUMENT_BYTES = 16 << 20
 MAX_DEPTH = 32
+# Linux refuses to exec a command one of whose arguments or environment
+# strings (NAME=value) has MAX_ARG_STRLEN bytes or more, its NUL included.
+MAX_ARG_STRLEN = 128 << 10
+# What a command line may take of that: the agent puts a short prelude of
+# its own in front of it (the shell-state trap).
+MAX_COMMAND_BYTES = MAX_ARG_STRLEN - (8 << 10)
 # JSON's \uXXXX escapes can spell half of a surrogate pair, which no UTF-8
 # encoder (the sandbox's kernel, protobuf) accepts.
 SURROGATE = re.compile("[\ud800-\udfff]")
@@ -61,6 +67,30 @@ def no_nul(value: T) -> T:
 
 def utf8_size(text: str) -> int:
     return len(text.encode("utf-8", "surrogatepass"))
+
+
+def command_too_long(command: str) -> str | None:
+    """Why the kernel would refuse `command` as one argument (E2BIG), or None."""
+    size = utf8_size(command)
+    if size <= MAX_COMMAND_BYTES:
+        return None
+    return (
+        f"is {size} bytes; a command line has at most {MAX_COMMAND_BYTES} bytes (the "
+        "kernel's limit on one argument)"
+    )
+
+
+def env_problem(name: str, value: str) -> str | None:
+    """Why `name=value` cannot be in a command's environment, or None."""
+    if not name or "=" in name or "\x00" in name + value:
+        return "names must be non-empty without '=' or NUL, values without NUL"
+    size = utf8_size(name) + 1 + utf8_size(value)
+    if size >= MAX_ARG_STRLEN:
+        return (
+            f"is {size} bytes as NAME=value; the kernel takes at most {MAX_ARG_STRLEN - 1} "
+            "bytes per variable (pass large data in a file)"
+        )
+    return None
 
 
 def path_too_long(path: str) -> str | None:

@@ -12,6 +12,7 @@ import pytest
 
 from runtime.agent import files
 from runtime.client import ToolrtRpcError
+from runtime.tools.validation import MAX_ARG_STRLEN, MAX_COMMAND_BYTES
 
 
 @pytest.fixture
@@ -67,3 +68,33 @@ def test_a_file_name_of_multibyte_characters_up_to_the_limit_can_be_written(sess
     written = session.call("write_file", {"path": name, "content": "fits\n"})
     assert written.ok, written
     assert session.call("read_file", {"path": name}).output["content"] == "fits\n"
+
+
+def test_a_command_line_is_held_to_the_kernels_limit_on_one_argument(session):
+    longest = "true #" + "x" * (MAX_COMMAND_BYTES - 6)
+    assert session.shell(longest).ok
+    refused = session.shell(longest + "x")
+    assert refused.error_code == "INVALID_ARGUMENTS", refused
+    assert "/command" in refused.error_message and f"at most {MAX_COMMAND_BYTES}" in (
+        refused.error_message
+    )
+    args = ["-k", "x" * MAX_COMMAND_BYTES]
+    tests = session.call("run_tests", {"args": args})
+    assert tests.error_code == "INVALID_ARGUMENTS" and "/args" in tests.error_message, tests
+
+
+def test_an_environment_variable_is_held_to_the_kernels_limit(session):
+    value = "x" * (MAX_ARG_STRLEN - 1 - len("BIG="))  # NAME=value and its NUL: the limit
+    ran = session.shell('echo "${#BIG}"', env={"BIG": value})
+    assert ran.ok and ran.output["stdout"] == f"{len(value)}\n", ran
+    refused = session.shell("true", env={"BIG": value + "x"})
+    assert refused.error_code == "INVALID_ARGUMENTS", refused
+    assert "/env" in refused.error_message and "'BIG'" in refused.error_message
+
+
+def test_a_session_environment_variable_over_the_limit_is_refused_at_creation(client):
+    with pytest.raises(ToolrtRpcError) as refused:
+        client.create_session(env={"BIG": "x" * MAX_ARG_STRLEN})
+    assert refused.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert "BIG" in refused.value.details and "bytes per variable" in refused.value.details
+    assert client.list_sessions() == []
