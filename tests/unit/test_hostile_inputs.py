@@ -70,6 +70,18 @@ def test_a_file_name_of_multibyte_characters_up_to_the_limit_can_be_written(sess
     assert session.call("read_file", {"path": name}).output["content"] == "fits\n"
 
 
+def test_arguments_too_large_for_the_agent_protocol_are_invalid_arguments(session):
+    env = {f"V{i}": "x" * 100_000 for i in range(12)}  # each fits, together > 1 MiB
+    result = session.call("shell", {"command": "true", "env": env})
+    assert result.error_code == "INVALID_ARGUMENTS", result
+    assert "too large for the sandbox's agent" in result.error_message
+    with pytest.raises(ToolrtRpcError) as refused:
+        session.download(["/workspace"] * 100_000)
+    assert refused.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert "too large" in refused.value.details
+    assert session.shell("true").ok
+
+
 def test_a_command_line_is_held_to_the_kernels_limit_on_one_argument(session):
     longest = "true #" + "x" * (MAX_COMMAND_BYTES - 6)
     assert session.shell(longest).ok
