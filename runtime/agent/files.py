@@ -370,6 +370,10 @@ def list_dir(request: protocol.ListDir, body: bytes) -> Tuple[protocol.Listing, 
                 )
             if truncated or not recursive:
                 break
+    except RecursionError:
+        # os.fwalk recurses once per level (before Python 3.13): a tree
+        # deeper than the interpreter's stack is listed as far as it got.
+        truncated = True
     finally:
         os.close(rfd)
     return protocol.Listing(entries=entries, truncated=truncated), b""

@@ -13,6 +13,7 @@ import pytest
 from runtime.agent import files
 from runtime.client import ToolrtRpcError
 from runtime.tools.validation import MAX_ARG_STRLEN, MAX_COMMAND_BYTES
+from tests.helpers import make_tar
 
 
 @pytest.fixture
@@ -110,3 +111,31 @@ def test_a_session_environment_variable_over_the_limit_is_refused_at_creation(cl
     assert refused.value.code == grpc.StatusCode.INVALID_ARGUMENT
     assert "BIG" in refused.value.details and "bytes per variable" in refused.value.details
     assert client.list_sessions() == []
+
+
+def test_a_tree_deeper_than_the_agents_stack_lists_as_truncated(session):
+    made = session.shell("mkdir -p " + "d/" * 1100)
+    assert made.ok and made.output["exit_code"] == 0, made
+    listing = session.call("list_files", {"path": "/workspace", "recursive": True})
+    assert listing.ok, listing
+    assert listing.output["truncated"] is True
+    assert listing.output["entries"][0]["path"] == "/workspace/d"
+
+
+def test_an_archive_member_deeper_than_the_agents_stack_unpacks_and_leaves_no_staging(session):
+    deep = "x/" * 1200 + "f"
+    assert session.upload(make_tar((deep, "file", "deep\n"))) == (1, 5)
+    assert session.upload(make_tar((deep, "file", "again\n"))) == (1, 6)
+    listed = session.shell("ls -A /workspace; cat /workspace/" + deep)
+    assert listed.output["stdout"] == "x\nagain\n", listed
+
+
+def test_a_download_of_a_tree_deeper_than_the_agents_stack_is_limit_exceeded(session):
+    assert session.shell("mkdir -p /workspace/" + "d/" * 1100).ok
+    with pytest.raises(ToolrtRpcError) as refused:
+        session.download(["/workspace"])
+    assert refused.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert "LIMIT_EXCEEDED" in refused.value.details and "nested too deeply" in (
+        refused.value.details
+    )
+    assert session.shell("true").ok
