@@ -12,6 +12,7 @@ import pytest
 
 from runtime.agent import files
 from runtime.client import ToolrtRpcError
+from runtime.config import Limits
 from runtime.tools.validation import MAX_ARG_STRLEN, MAX_COMMAND_BYTES
 from tests.helpers import make_tar
 
@@ -139,3 +140,11 @@ def test_a_download_of_a_tree_deeper_than_the_agents_stack_is_limit_exceeded(ses
         refused.value.details
     )
     assert session.shell("true").ok
+
+
+def test_less_cpu_than_the_engine_can_enforce_gets_the_least_it_can():
+    asked = Limits.model_validate(dict.fromkeys(Limits.model_fields, 0) | {"cpus": 1e-9})
+    merged = asked.merged_over(Limits(), Limits())
+    assert merged.cpus == 0.01
+    unlimited = Limits(cpus=0).merged_over(Limits(cpus=0), Limits(cpus=2))
+    assert unlimited.cpus == 0  # 0 is the operator's "no CPU limit", kept as it is
