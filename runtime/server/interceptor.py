@@ -10,6 +10,7 @@ from typing import Any
 import grpc
 
 from runtime.errors import RequestError
+from runtime.server.decoding import decoded, tolerant
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +26,7 @@ async def _abort(context: grpc.aio.ServicerContext, exc: Exception) -> None:
 def _wrap_unary(fn: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
     async def handler(request: Any, context: grpc.aio.ServicerContext) -> Any:
         try:
-            return await fn(request, context)
+            return await fn(decoded(request), context)
         except grpc.aio.AbortError:
             raise
         except Exception as exc:  # noqa: BLE001 - every error becomes a status
@@ -37,7 +38,7 @@ def _wrap_unary(fn: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[An
 def _wrap_stream(fn: Callable[..., AsyncIterator[Any]]) -> Callable[..., AsyncIterator[Any]]:
     async def handler(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
         try:
-            async for item in fn(request, context):
+            async for item in fn(decoded(request), context):
                 yield item
         except grpc.aio.AbortError:
             raise
@@ -57,7 +58,7 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         if handler is None:
             return None
         kwargs = {
-            "request_deserializer": handler.request_deserializer,
+            "request_deserializer": tolerant(handler.request_deserializer),
             "response_serializer": handler.response_serializer,
         }
         if handler.unary_unary:

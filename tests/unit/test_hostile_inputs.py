@@ -6,10 +6,12 @@ answer. The local backend runs the real agent, so the kernel's own limits
 from __future__ import annotations
 
 import errno
+import json
 
 import grpc
 import pytest
 
+from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
 from runtime.agent import files
 from runtime.client import ToolrtRpcError
 from runtime.config import Limits
@@ -148,3 +150,49 @@ def test_less_cpu_than_the_engine_can_enforce_gets_the_least_it_can():
     assert merged.cpus == 0.01
     unlimited = Limits(cpus=0).merged_over(Limits(cpus=0), Limits(cpus=2))
     assert unlimited.cpus == 0  # 0 is the operator's "no CPU limit", kept as it is
+
+
+def identity(data: bytes) -> bytes:
+    return data
+
+
+# A string field holding bytes that are not UTF-8, for field number 1 and 2.
+BAD_UTF8 = b"\x0a\x02\xff\xfe"
+SERVICE = "/toolruntime.v1.ToolRuntime/"
+
+
+@pytest.mark.parametrize(
+    ("method", "kind", "data"),
+    [
+        (SERVICE + "GetSession", "unary_unary", BAD_UTF8),
+        (SERVICE + "CreateSession", "unary_unary", b"\x12\x05\x08"),  # a cut length
+        (SERVICE + "ListTools", "unary_unary", b"\xff\xff\xff"),  # no such tag
+        (SERVICE + "ExecuteStream", "unary_stream", BAD_UTF8),
+        (SERVICE + "DownloadFiles", "unary_stream", b"\x12\x01\x80"),
+        (SERVICE + "UploadFiles", "stream_unary", BAD_UTF8),
+        ("/grpc.health.v1.Health/Check", "unary_unary", BAD_UTF8),
+        (
+            "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+            "stream_stream",
+            BAD_UTF8,
+        ),
+    ],
+)
+def test_undecodable_request_bytes_are_invalid_argument(client, method, kind, data):
+    """grpcio answers UNKNOWN (unary requests) or lets the error reach the
+    handler (client streams) when a request does not decode; toolrt says
+    INVALID_ARGUMENT, for its own service and for health and reflection."""
+    stub = getattr(client.channel, kind)(
+        method, request_serializer=identity, response_deserializer=identity
+    )
+
+    def call() -> object:
+        answer = stub(iter([data]) if kind.startswith("stream") else data, timeout=30)
+        return list(answer) if kind.endswith("stream") else answer
+
+    with pytest.raises(grpc.RpcError) as refused:
+        call()
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT, refused.value.details()
+    assert "could not be decoded" in refused.value.details()
+    # The same channel and daemon go on serving well-formed requests.
+    assert json.loads(client.stub.ListTools(pb.ListToolsRequest()).tools_json)
