@@ -14,10 +14,27 @@ from runtime.server.decoding import decoded, tolerant
 
 log = logging.getLogger(__name__)
 
+# Status details travel in a trailer that clients cap (grpcio: 8 KiB by
+# default, after percent-encoding every non-ASCII byte as three): a message
+# quoting a huge argument back must not turn NOT_FOUND into RESOURCE_EXHAUSTED.
+MAX_DETAILS_BYTES = 1024
+
+
+def capped(details: str) -> str:
+    """`details` within MAX_DETAILS_BYTES: its start and its end (which says
+    what was expected), the middle left out."""
+    data = details.encode("utf-8", "replace")  # a lone surrogate could not be sent
+    if len(data) <= MAX_DETAILS_BYTES:
+        return data.decode("utf-8")
+    keep = MAX_DETAILS_BYTES // 2
+    head = data[:keep].decode("utf-8", "ignore")
+    tail = data[-keep:].decode("utf-8", "ignore")
+    return f"{head} ...[{len(data) - 2 * keep} bytes left out]... {tail}"
+
 
 async def _abort(context: grpc.aio.ServicerContext, exc: Exception) -> None:
     if isinstance(exc, RequestError):
-        await context.abort(exc.status, str(exc))
+        await context.abort(exc.status, capped(str(exc)))
     correlation = uuid.uuid4().hex[:12]
     log.error("unexpected error [%s]", correlation, exc_info=exc)
     await context.abort(grpc.StatusCode.INTERNAL, f"internal error; correlation id {correlation}")

@@ -152,6 +152,14 @@ def test_less_cpu_than_the_engine_can_enforce_gets_the_least_it_can():
     assert unlimited.cpus == 0  # 0 is the operator's "no CPU limit", kept as it is
 
 
+def test_a_status_quoting_a_huge_argument_keeps_its_code(client):
+    with pytest.raises(ToolrtRpcError) as missing:
+        client.get_session("é" * 100_000)
+    assert missing.value.code == grpc.StatusCode.NOT_FOUND
+    assert len(missing.value.details.encode()) < 1200
+    assert "bytes left out" in missing.value.details
+
+
 def identity(data: bytes) -> bytes:
     return data
 
