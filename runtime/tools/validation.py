@@ -158,7 +158,8 @@ def parse_arguments(
     max_bytes: int = MAX_ARGUMENT_BYTES,
     max_depth: int = MAX_DEPTH,
 ) -> ModelT:
-    size = len(arguments_json.encode())
+    # Arguments a dialect rebuilt from a parsed message may hold lone surrogates.
+    size = utf8_size(arguments_json)
     if size > max_bytes:
         msg = f"arguments of {tool_name} are {size} bytes; the limit is {max_bytes}"
         raise InvalidArguments(msg)

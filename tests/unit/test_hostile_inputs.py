@@ -152,6 +152,45 @@ def test_less_cpu_than_the_engine_can_enforce_gets_the_least_it_can():
     assert unlimited.cpus == 0  # 0 is the operator's "no CPU limit", kept as it is
 
 
+LONE = "<lone>"  # replaced in the JSON text by an escape of half a surrogate pair
+
+
+def with_lone_surrogates(message: object) -> str:
+    return json.dumps(message).replace(LONE, "\\udc80")
+
+
+@pytest.mark.parametrize(
+    ("dialect", "message"),
+    [
+        ("neutral", [{"id": f"c{LONE}", "name": "shell", "arguments": {}}]),
+        ("neutral", [{"id": "c", "name": f"shell{LONE}", "arguments": {}}]),
+        ("openai", {"tool_calls": [{"id": LONE, "function": {"name": "shell", "arguments": ""}}]}),
+        ("anthropic", {"content": [{"type": "tool_use", "id": LONE, "name": "x", "input": {}}]}),
+        ("gemini", {"parts": [{"functionCall": {"name": "shell", "id": LONE}}]}),
+        ("mcp", {"method": "tools/call", "id": LONE, "params": {"name": "shell"}}),
+    ],
+)
+def test_a_lone_surrogate_in_a_call_id_or_name_is_invalid_argument(session, dialect, message):
+    text = with_lone_surrogates(message)
+    with pytest.raises(ToolrtRpcError) as refused:
+        session.execute_message(dialect, text)
+    assert refused.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert "lone surrogate" in refused.value.details and "tool call 0" in refused.value.details
+
+
+def test_a_lone_surrogate_in_parsed_arguments_is_that_calls_invalid_arguments(session):
+    message = [
+        {"id": "value", "name": "shell", "arguments": {"command": f"x{LONE}"}},
+        {"id": "key", "name": "shell", "arguments": {"command": "true", f"k{LONE}": 1}},
+        {"id": "fine", "name": "shell", "arguments": {"command": "echo fine"}},
+    ]
+    rendered, results = session.execute_message("neutral", with_lone_surrogates(message))
+    assert [r.error_code for r in results] == ["INVALID_ARGUMENTS", "INVALID_ARGUMENTS", ""]
+    assert "/command: contains a lone surrogate" in results[0].error_message
+    assert "lone surrogate" in results[1].error_message
+    assert rendered[2]["output"]["stdout"] == "fine\n"
+
+
 def test_a_status_quoting_a_huge_argument_keeps_its_code(client):
     with pytest.raises(ToolrtRpcError) as missing:
         client.get_session("é" * 100_000)
