@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 ENGINE_STAMP := .engine-ok
 
-.PHONY: help venv proto proto-check floors engine helper image run test test-fast lint bench clean
+.PHONY: help venv proto proto-check floors engine helper image run test test-fast fuzz lint bench clean
 
 help: ## list targets
 	@grep -hE '^[a-zA-Z0-9_.-]+:([^=].*)?## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -57,6 +57,14 @@ test: image ## the whole suite against the real Docker engine
 
 test-fast: $(STAMP) helper ## tests/unit only: no Docker engine (local and fake backends), under a minute
 	$(PY) -m pytest tests/unit -m "not docker" $(PYTEST_ARGS)
+
+# `make test` runs the fuzz tests too, each with a small derandomized budget;
+# this runs them with FUZZ_EXAMPLES random examples per target (not in CI).
+FUZZ_EXAMPLES ?= 2000
+
+fuzz: image ## fuzz every tool argument and RPC field: FUZZ_EXAMPLES (default 2000) per target
+	TOOLRT_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest tests/docker -m fuzz --timeout=0 \
+		--hypothesis-show-statistics $(PYTEST_ARGS)
 
 lint: $(STAMP) ## ruff, ruff format --check, mypy
 	$(VENV)/bin/ruff check runtime tests sandbox_images scripts bench
