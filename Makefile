@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 ENGINE_STAMP := .engine-ok
 
-.PHONY: help venv proto proto-check floors engine helper image run test test-gvisor test-fast lint bench clean
+.PHONY: help venv proto proto-check floors engine helper image run test test-gvisor test-fast fuzz lint bench clean
 
 help: ## list targets
 	@grep -hE '^[a-zA-Z0-9_.-]+:([^=].*)?## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -68,6 +68,14 @@ test-gvisor: image ## tests/docker with every sandbox under gVisor (runsc); not 
 
 test-fast: $(STAMP) helper ## every test not marked docker (tests/unit and a few beside Docker ones): no engine, under a minute
 	$(PY) -m pytest -m "not docker" $(PYTEST_ARGS)
+
+# `make test` runs the fuzz tests too, each with a small derandomized budget;
+# this runs them with FUZZ_EXAMPLES random examples per target (not in CI).
+FUZZ_EXAMPLES ?= 2000
+
+fuzz: image ## fuzz every tool argument and RPC field: FUZZ_EXAMPLES (default 2000) per target
+	TOOLRT_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest tests/docker -m fuzz --timeout=0 \
+		--hypothesis-show-statistics $(PYTEST_ARGS)
 
 lint: $(STAMP) ## ruff, ruff format --check, mypy
 	$(VENV)/bin/ruff check runtime tests scripts bench

@@ -24,6 +24,11 @@ MiB = 1 << 20
 GiB = 1 << 30
 
 
+# The smallest CPU share a container can get: a CFS quota of 1 ms per
+# 100 ms period (runc refuses less; a quota rounded down to 0 is no limit).
+MIN_CPUS = 0.01
+
+
 class Limits(BaseModel):
     """Resource limits of one session; 0 in a request means "the default"."""
 
@@ -53,6 +58,9 @@ class Limits(BaseModel):
             asked = getattr(self, name)
             value = asked if asked else getattr(defaults, name)
             merged[name] = min(value, getattr(maxima, name))
+        if merged["cpus"]:
+            # Less than the engine can enforce is not "no limit": the least it can.
+            merged["cpus"] = max(merged["cpus"], MIN_CPUS)
         return Limits(**merged)
 
 

@@ -84,6 +84,11 @@ def answer(agent: Agent, rid: int, fn: Callable[[], Tuple[protocol.Message, byte
     except _tar_errors() as exc:
         agent.fail(rid, INVALID_ARGUMENTS, f"broken tar archive: {exc}")
         return
+    except RecursionError:
+        # os.fwalk and tarfile recurse once per directory level.
+        message = "the directory tree is nested too deeply to handle (about 900 levels at most)"
+        agent.fail(rid, protocol.LIMIT_EXCEEDED, message)
+        return
     except Exception as exc:  # noqa: BLE001 - the request is answered whatever happens
         agent.fail(rid, protocol.INTERNAL, f"{type(exc).__name__}: {exc}")
         return

@@ -21,7 +21,15 @@ import stat
 from typing import Any, Iterator, List, Tuple
 
 from . import budget, protocol
-from .protocol import INTERNAL, INVALID_ARGUMENTS, LIMIT_EXCEEDED, NOT_FOUND, PATH_DENIED
+from .protocol import (
+    INTERNAL,
+    INVALID_ARGUMENTS,
+    LIMIT_EXCEEDED,
+    NAME_MAX,
+    NOT_FOUND,
+    PATH_DENIED,
+    PATH_MAX,
+)
 
 SANDBOX_UID = int(os.environ.get("TOOLRT_SANDBOX_UID", protocol.SANDBOX_UID))
 SANDBOX_GID = int(os.environ.get("TOOLRT_SANDBOX_GID", protocol.SANDBOX_GID))
@@ -69,6 +77,9 @@ def _code_of(exc: OSError) -> str:
         return "PATH_DENIED"
     if exc.errno in (errno.EISDIR, errno.ENOTDIR, errno.ENOTEMPTY, errno.EEXIST):
         return "INVALID_ARGUMENTS"
+    if exc.errno == errno.ENAMETOOLONG:
+        # A name over the kernel's limits is one the caller chose: theirs to shorten.
+        return "INVALID_ARGUMENTS"
     return "INTERNAL"
 
 
@@ -83,8 +94,18 @@ def os_failure(exc: OSError, path: str) -> FileOpError:
         errno.EISDIR: "is a directory",
         errno.ENOTDIR: "not a directory",
         errno.ELOOP: "a symbolic link appeared in the path after it was checked",
+        errno.ENAMETOOLONG: (
+            f"name too long (at most {NAME_MAX} bytes per file name, {PATH_MAX - 1} per path)"
+        ),
     }.get(exc.errno or 0, exc.strerror or str(exc))
-    return FileOpError(_code_of(exc), f"{path}: {reason}")
+    return FileOpError(_code_of(exc), f"{shown(path)}: {reason}")
+
+
+def shown(path: Any) -> str:
+    """`path` for a message, a very long one by its ends (an OSError's
+    `filename` may also be a file descriptor)."""
+    text = str(path)
+    return text if len(text) <= 300 else f"{text[:200]}...{text[-80:]}"
 
 
 def _components(path: str) -> list[str]:
@@ -264,7 +285,9 @@ def _after_newline(chunk: bytes, nth: int) -> int:
 
 
 def _write_atomic(parent: int, name: str, data: bytes, path: str) -> None:
-    tmp = f".{name[:64]}.toolrt-{os.urandom(6).hex()}.tmp"
+    # Cut in bytes, not characters: 64 four-byte characters would make the
+    # temporary name longer than the final one and than NAME_MAX.
+    tmp = f".{os.fsdecode(os.fsencode(name)[:64])}.toolrt-{os.urandom(6).hex()}.tmp"
     mode = 0o644
     with contextlib.suppress(OSError):
         st = os.lstat(name, dir_fd=parent)
@@ -347,6 +370,10 @@ def list_dir(request: protocol.ListDir, body: bytes) -> Tuple[protocol.Listing, 
                 )
             if truncated or not recursive:
                 break
+    except RecursionError:
+        # os.fwalk recurses once per level (before Python 3.13): a tree
+        # deeper than the interpreter's stack is listed as far as it got.
+        truncated = True
     finally:
         os.close(rfd)
     return protocol.Listing(entries=entries, truncated=truncated), b""

@@ -58,6 +58,9 @@ WORKSPACE = "/workspace"
 TMP = "/tmp"
 SANDBOX_UID = 1000
 SANDBOX_GID = 1000
+# The sandbox kernel's limits: bytes in one file name, and in a path with its NUL.
+NAME_MAX = 255
+PATH_MAX = 4096
 # How long a file or archive operation may run unless its request says.
 FILE_OP_SECONDS = 60.0
 # Archives travel in chunks of at most CHUNK_BYTES, at most WINDOW_CHUNKS of

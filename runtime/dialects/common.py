@@ -64,6 +64,15 @@ def refuse(where: str, expected: str, value: Any) -> BadRequest:
     return BadRequest(f"message_json{where or '/'}: expected {expected}, got {_kind(value)}")
 
 
+def is_unicode(text: str) -> bool:
+    """False for text holding a lone surrogate (which no UTF-8 encoder takes)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def load_message(text: str) -> Any:
     """The request's `message_json`, parsed; BadRequest if it is not JSON."""
     _, items = json_shape(text, MAX_MESSAGE_ITEMS)

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from runtime.dialects import anthropic, gemini, mcp, neutral, openai_chat, openai_responses
-from runtime.dialects.common import Catalog, Dialect, load_message
+from runtime.dialects.common import Catalog, Dialect, is_unicode, load_message
 from runtime.errors import BadRequest
 from runtime.models import ToolCall, ToolResult
 
@@ -44,7 +44,20 @@ def export_catalog(name: str, neutral_catalog: Catalog) -> str:
 
 
 def parse_message(name: str, message_json: str) -> list[ToolCall]:
-    return get_dialect(name).parse(load_message(message_json))
+    calls = get_dialect(name).parse(load_message(message_json))
+    # JSON's \uXXXX escapes can spell half of a surrogate pair: such an id or
+    # name could be neither journaled nor sent back (protobuf and the
+    # rendered results are UTF-8). What the model wrote, the arguments, is the
+    # registry's to judge (INVALID_ARGUMENTS in that call's result).
+    for index, call in enumerate(calls):
+        for field, value in (("id", call.id), ("name", call.name)):
+            if not is_unicode(value):
+                msg = (
+                    f"message_json: the {field} of tool call {index} contains a lone surrogate "
+                    "(a \\uD800-\\uDFFF escape without its pair); it must be valid Unicode"
+                )
+                raise BadRequest(msg)
+    return calls
 
 
 def render_results(name: str, calls: list[ToolCall], results: list[ToolResult]) -> str:

@@ -114,6 +114,15 @@ class AgentClient:
                 await self.channel.cancel(request_id, "deadline")
             msg = f"the sandbox's agent did not answer {message.OP!r} within {within_s:g} s"
             raise CallTimeout(msg) from exc
+        except protocol.FrameError as exc:
+            # Raised while encoding, before anything was sent: the arguments
+            # (a path, a command, environment variables) are too large to carry.
+            msg = (
+                f"the request is too large for the sandbox's agent ({exc}): paths, commands "
+                f"and environment variables travel in a header of at most {protocol.MAX_HEADER} "
+                "bytes; send shorter ones"
+            )
+            raise InvalidArguments(msg) from exc
         try:
             if frame.op == protocol.Failure.OP:
                 raise failure_of(frame.as_type(protocol.Failure))

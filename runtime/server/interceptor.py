@@ -10,13 +10,31 @@ from typing import Any
 import grpc
 
 from runtime.errors import RequestError
+from runtime.server.decoding import decoded, tolerant
 
 log = logging.getLogger(__name__)
+
+# Status details travel in a trailer that clients cap (grpcio: 8 KiB by
+# default, after percent-encoding every non-ASCII byte as three): a message
+# quoting a huge argument back must not turn NOT_FOUND into RESOURCE_EXHAUSTED.
+MAX_DETAILS_BYTES = 1024
+
+
+def capped(details: str) -> str:
+    """`details` within MAX_DETAILS_BYTES: its start and its end (which says
+    what was expected), the middle left out."""
+    data = details.encode("utf-8", "replace")  # a lone surrogate could not be sent
+    if len(data) <= MAX_DETAILS_BYTES:
+        return data.decode("utf-8")
+    keep = MAX_DETAILS_BYTES // 2
+    head = data[:keep].decode("utf-8", "ignore")
+    tail = data[-keep:].decode("utf-8", "ignore")
+    return f"{head} ...[{len(data) - 2 * keep} bytes left out]... {tail}"
 
 
 async def _abort(context: grpc.aio.ServicerContext, exc: Exception) -> None:
     if isinstance(exc, RequestError):
-        await context.abort(exc.status, str(exc))
+        await context.abort(exc.status, capped(str(exc)))
     correlation = uuid.uuid4().hex[:12]
     log.error("unexpected error [%s]", correlation, exc_info=exc)
     await context.abort(grpc.StatusCode.INTERNAL, f"internal error; correlation id {correlation}")
@@ -25,7 +43,7 @@ async def _abort(context: grpc.aio.ServicerContext, exc: Exception) -> None:
 def _wrap_unary(fn: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
     async def handler(request: Any, context: grpc.aio.ServicerContext) -> Any:
         try:
-            return await fn(request, context)
+            return await fn(decoded(request), context)
         except grpc.aio.AbortError:
             raise
         except Exception as exc:  # noqa: BLE001 - every error becomes a status
@@ -37,7 +55,7 @@ def _wrap_unary(fn: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[An
 def _wrap_stream(fn: Callable[..., AsyncIterator[Any]]) -> Callable[..., AsyncIterator[Any]]:
     async def handler(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
         try:
-            async for item in fn(request, context):
+            async for item in fn(decoded(request), context):
                 yield item
         except grpc.aio.AbortError:
             raise
@@ -51,11 +69,13 @@ Wrapper = Callable[[Callable[..., Any]], Callable[..., Any]]
 
 
 def rewrap(
-    handler: grpc.RpcMethodHandler, unary: Wrapper, stream: Wrapper
+    handler: grpc.RpcMethodHandler, unary: Wrapper, stream: Wrapper, tolerate: bool = False
 ) -> grpc.RpcMethodHandler:
-    """`handler` with its behaviour wrapped: `unary` for single replies, `stream` for streams."""
+    """`handler` with its behaviour wrapped: `unary` for single replies, `stream` for streams;
+    with `tolerate`, a request that does not decode arrives as a marker (decoding.py)."""
+    deserializer = handler.request_deserializer
     kwargs = {
-        "request_deserializer": handler.request_deserializer,
+        "request_deserializer": tolerant(deserializer) if tolerate else deserializer,
         "response_serializer": handler.response_serializer,
     }
     if handler.unary_unary:
@@ -72,6 +92,8 @@ def rewrap(
 class HandlerInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     """Wraps each method's handler with the (unary, stream) pair `wrappers` gives for it."""
 
+    tolerates_undecodable = False
+
     def wrappers(self, method: str) -> tuple[Wrapper, Wrapper] | None:
         """How to wrap `method` ("/package.Service/Method"); None leaves it as it is."""
         raise NotImplementedError
@@ -83,9 +105,15 @@ class HandlerInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     ) -> grpc.RpcMethodHandler:
         handler = await continuation(details)
         wrappers = self.wrappers(details.method) if handler is not None else None
-        return handler if wrappers is None else rewrap(handler, *wrappers)
+        if wrappers is None:
+            return handler
+        return rewrap(handler, *wrappers, tolerate=self.tolerates_undecodable)
 
 
 class ErrorInterceptor(HandlerInterceptor):
+    # The outermost interceptor: request bytes that do not decode reach its
+    # wrappers as a marker and end as INVALID_ARGUMENT, not grpcio's own status.
+    tolerates_undecodable = True
+
     def wrappers(self, method: str) -> tuple[Wrapper, Wrapper]:
         return _wrap_unary, _wrap_stream

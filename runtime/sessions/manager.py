@@ -36,6 +36,7 @@ from runtime.sessions.quotas import TenantQuotas
 from runtime.sessions.reaper import clamp_window
 from runtime.sessions.session import CLOSED, CLOSING, READY, Allowlist, Session
 from runtime.sessions.transfers import upload_tar
+from runtime.tools.validation import env_problem
 
 log = logging.getLogger(__name__)
 
@@ -155,8 +156,9 @@ class SessionManager:
             msg = "the daemon is shutting down"
             raise AdmissionRefused(msg)
         for key, value in request.env.items():
-            if not key or "=" in key or "\x00" in key + value:
-                msg = f"env {key!r}: names must be non-empty without '=' or NUL"
+            problem = env_problem(key, value)
+            if problem:
+                msg = f"env {key[:60]!r}: {problem}"
                 raise BadRequest(msg)
         limits = request.limits.merged_over(self._config.defaults, self._config.maxima)
         problem = tmpfs_overflow(limits.workspace_bytes, limits.tmp_bytes, limits.memory_bytes)

@@ -20,7 +20,7 @@ from runtime.policy.allowlist import normalize
 from runtime.tools.base import Tool, ToolContext
 from runtime.tools.network import NO_NETWORK
 from runtime.tools.output import without_surrogates
-from runtime.tools.validation import no_nul
+from runtime.tools.validation import no_nul, path_too_long
 
 DEFAULT_READ_LINES = 2000
 MAX_LIST_ENTRIES = 1000
@@ -83,10 +83,24 @@ class ListFilesArgs(BaseModel):
     _path = field_validator("path")(no_nul)
 
 
-async def checked_path(ctx: ToolContext, path: str, write: bool = False) -> tuple[str, str]:
-    """(resolved path, its type or "" when missing), allowed by the session's allowlist."""
+def refuse_long_path(path: str, field: str, via: str = "") -> None:
+    """INVALID_ARGUMENTS for a path the sandbox's kernel would refuse as too long."""
+    problem = path_too_long(path)
+    if problem is not None:
+        msg = f"/{field}{via} {problem}; use a shorter path"
+        raise InvalidArguments(msg)
+
+
+async def checked_path(
+    ctx: ToolContext, path: str, write: bool = False, field: str = "path"
+) -> tuple[str, str]:
+    """(resolved path, its type or "" when missing), allowed by the session's
+    allowlist and within the kernel's length limits (`field` names the argument)."""
     asked = normalize(path)
+    for candidate in (path, asked):
+        refuse_long_path(candidate, field)
     [item] = await ctx.agent.resolve([asked])
+    refuse_long_path(item.path, field, via=" resolves to a path that")
     ctx.allowlist.check(item.path, write=write, asked=asked)
     return item.path, item.type
 

@@ -14,12 +14,12 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from runtime import cpu
 from runtime.agent import protocol
 from runtime.constants import WORKSPACE
-from runtime.errors import CallTimeout, FileMissing, LimitExceeded
+from runtime.errors import CallTimeout, FileMissing, InvalidArguments, LimitExceeded
 from runtime.tools.base import Tool, ToolContext
 from runtime.tools.files import checked_path
 from runtime.tools.network import NO_NETWORK
 from runtime.tools.shell import command_env, shell_output
-from runtime.tools.validation import no_nul
+from runtime.tools.validation import command_too_long, no_nul
 
 # The report is read whole (up to this size, some 300,000 cases) but a piece
 # at a time, off the event loop, dropping each case once counted.
@@ -159,8 +159,13 @@ async def run_tests(ctx: ToolContext, args: RunTestsArgs) -> dict[str, Any]:
         resolved,
         *(args.args or []),
     ]
+    command = "exec " + shlex.join(argv)
+    problem = command_too_long(command)
+    if problem:
+        msg = f"/args: the pytest command line {problem}; pass fewer or shorter arguments"
+        raise InvalidArguments(msg)
     request = protocol.Exec(
-        command="exec " + shlex.join(argv),
+        command=command,
         cwd=cwd,
         env=command_env(ctx.env, None),
         call_id=ctx.call_id,

@@ -15,7 +15,7 @@ from runtime.tools.files import checked_path
 from runtime.tools.network import NO_NETWORK_SHELL
 from runtime.tools.output import render_stream
 from runtime.tools.shell_state import HOME, ShellState
-from runtime.tools.validation import no_nul
+from runtime.tools.validation import command_too_long, env_problem, no_nul
 
 # What every command sees before the session's and the call's own env: no
 # pagers, no prompts, no terminal tricks (stdin is closed, there is no TTY).
@@ -140,12 +140,22 @@ class ShellArgs(BaseModel):
             raise ValueError(msg)
         return value
 
+    @field_validator("command")
+    @classmethod
+    def _fits_one_argument(cls, value: str) -> str:
+        problem = command_too_long(value)
+        if problem:
+            msg = f"{problem}: write a longer script to a file with write_file and run the file"
+            raise ValueError(msg)
+        return value
+
     @field_validator("env")
     @classmethod
     def _env_names(cls, value: dict[str, str] | None) -> dict[str, str] | None:
         for key, item in (value or {}).items():
-            if not key or "=" in key or "\x00" in key or "\x00" in item:
-                msg = f"environment variable {key!r}: names must be non-empty without '=' or NUL"
+            problem = env_problem(key, item)
+            if problem:
+                msg = f"environment variable {key[:60]!r}: {problem}"
                 raise ValueError(msg)
         return value
 
@@ -223,7 +233,7 @@ def exec_request(
 async def run_shell(ctx: ToolContext, args: ShellArgs) -> dict[str, Any]:
     state = ShellState.of(ctx)
     if args.cwd is not None:
-        await checked_path(ctx, args.cwd)  # the allowlist's read roots govern cwd
+        await checked_path(ctx, args.cwd, field="cwd")  # the allowlist's read roots govern cwd
     env = {**state.environment({**BASE_ENV, **ctx.env}), **(args.env or {})}
     request = exec_request(ctx, args, args.cwd or state.cwd, env, ctx.call_id)
     stdin = (args.stdin or "").encode()

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import regex
 from pydantic import BaseModel, ValidationError
 
+from runtime.agent.protocol import NAME_MAX, PATH_MAX
 from runtime.errors import InvalidArguments
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -26,6 +27,12 @@ MAX_DEPTH = 32
 MAX_ITEMS = 100_000
 # Schema violations named in one refusal.
 MAX_PROBLEMS = 10
+# Linux refuses to exec a command one of whose arguments or environment
+# strings (NAME=value) has MAX_ARG_STRLEN bytes or more, its NUL included.
+MAX_ARG_STRLEN = 128 << 10
+# What a command line may take of that: the agent puts a short prelude of
+# its own in front of it (the shell-state trap).
+MAX_COMMAND_BYTES = MAX_ARG_STRLEN - (8 << 10)
 # JSON's \uXXXX escapes can spell half of a surrogate pair, which no UTF-8
 # encoder (the sandbox's kernel, protobuf) accepts. The patterns here are
 # matched with `concurrent=True`: scanning a long string lets go of the GIL.
@@ -71,6 +78,51 @@ def no_nul(value: T) -> T:
         msg = "must not contain NUL characters"
         raise ValueError(msg)
     return value
+
+
+def utf8_size(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def command_too_long(command: str) -> str | None:
+    """Why the kernel would refuse `command` as one argument (E2BIG), or None."""
+    size = utf8_size(command)
+    if size <= MAX_COMMAND_BYTES:
+        return None
+    return (
+        f"is {size} bytes; a command line has at most {MAX_COMMAND_BYTES} bytes (the "
+        "kernel's limit on one argument)"
+    )
+
+
+def env_problem(name: str, value: str) -> str | None:
+    """Why `name=value` cannot be in a command's environment, or None."""
+    if not name or "=" in name or "\x00" in name + value:
+        return "names must be non-empty without '=' or NUL, values without NUL"
+    size = utf8_size(name) + 1 + utf8_size(value)
+    if size >= MAX_ARG_STRLEN:
+        return (
+            f"is {size} bytes as NAME=value; the kernel takes at most {MAX_ARG_STRLEN - 1} "
+            "bytes per variable (pass large data in a file)"
+        )
+    return None
+
+
+def path_too_long(path: str) -> str | None:
+    """Why the sandbox's kernel would refuse `path` as too long
+    (ENAMETOOLONG), or None: a file name over NAME_MAX bytes, or a path of
+    PATH_MAX bytes or more."""
+    size = utf8_size(path)
+    if size >= PATH_MAX:
+        return f"is {size} bytes long; a path has at most {PATH_MAX - 1} bytes"
+    for name in path.split("/"):
+        size = utf8_size(name)
+        if size > NAME_MAX:
+            return (
+                f"has a file name of {size} bytes ({escaped(name[:24])}...); "
+                f"a file name has at most {NAME_MAX} bytes"
+            )
+    return None
 
 
 def lone_surrogate(value: Any, loc: tuple[int | str, ...] = ()) -> tuple[int | str, ...] | None:
@@ -133,7 +185,8 @@ def parse_arguments(
     texts are for a worker thread (`Registry.parse`): this holds the GIL
     only in short steps.
     """
-    size = len(arguments_json.encode("utf-8", "surrogatepass"))
+    # Arguments a dialect rebuilt from a parsed message may hold lone surrogates.
+    size = utf8_size(arguments_json)
     if size > max_bytes:
         msg = f"arguments of {tool_name} are {size} bytes; the limit is {max_bytes}"
         raise InvalidArguments(msg)

@@ -122,3 +122,14 @@ def test_reaper_and_client_closing_at_once_leave_nothing(make_daemon, docker_cli
             t.join(30)
         wait_for(lambda: client.list_sessions() == [])
     wait_for(lambda: containers_of(docker_client, running.instance) == [])
+
+
+@pytest.mark.parametrize("cpus", [1e-9, 0.001])
+def test_a_cpu_share_below_the_engines_smallest_gets_the_smallest(client, docker_client, cpus):
+    """runc refuses a CFS quota under 1 ms (the create failed as UNAVAILABLE),
+    and one rounded down to 0 is no limit at all: both get 0.01 CPUs."""
+    with client.session(limits={"cpus": cpus}) as session:
+        assert session.info.limits.cpus == pytest.approx(0.01)
+        container = docker_client.containers.get(f"toolrt-{session.id}")
+        assert container.attrs["HostConfig"]["NanoCpus"] == 10_000_000
+        assert session.shell("true").ok
