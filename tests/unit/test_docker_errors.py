@@ -211,8 +211,16 @@ def test_an_agent_that_never_says_hello_is_unavailable():
     ],
 )
 def test_removing_what_is_gone_or_going_is_no_error(exc):
-    with errors.tolerate_gone():
+    with errors.tolerate_gone() as removal:
         raise exc
+    # Only someone else's removal in progress is worth waiting for.
+    assert removal.in_progress is (getattr(exc, "status_code", None) == 409)
+
+
+def test_a_removal_that_went_through_waits_for_nothing():
+    with errors.tolerate_gone() as removal:
+        pass
+    assert removal.in_progress is False
 
 
 def test_other_removal_errors_still_count():

@@ -229,9 +229,11 @@ class DockerBackend:
 
     def _remove_container(self, session_id: str) -> None:
         name = container_name(session_id)
-        with tolerate_gone():
+        with tolerate_gone() as removal:
             self._docker().api.remove_container(name, force=True, v=True)
         remove_relay_dir(self._config, session_id)
+        if not removal.in_progress:
+            return
         # A removal already in progress (a reaper and a close at once) is
         # someone else's, but "gone when destroy returns" is ours: wait for it.
         deadline = time.monotonic() + self._config.docker_timeout_s

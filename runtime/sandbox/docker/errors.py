@@ -131,15 +131,23 @@ async def map_agent_start(
         raise EngineUnavailable(msg) from exc
 
 
+class Removal:
+    """What `tolerate_gone` saw: whether someone else's removal was under way."""
+
+    in_progress = False
+
+
 @contextlib.contextmanager
-def tolerate_gone() -> Iterator[None]:
+def tolerate_gone() -> Iterator[Removal]:
     """Around a call on a container that may be gone (or going): a container
     that is not there, or whose removal is already in progress, is no error
-    (the block just ends early)."""
+    (the block just ends early; the latter sets `in_progress`)."""
+    seen = Removal()
     try:
-        yield
+        yield seen
     except docker.errors.NotFound:
         pass
     except docker.errors.APIError as exc:
         if exc.status_code != CONFLICT:
             raise
+        seen.in_progress = True
