@@ -302,6 +302,16 @@ class Config(BaseModel):
     """This daemon's name in the `toolrt.daemon` label. Containers carrying it
     from an earlier run are removed at start-up, so give each daemon sharing
     an engine its own name."""
+    state_dir: str = ""
+    """Directory of the daemon's durable state (SQLite: sessions, the call
+    journal, snapshots). Empty: /var/lib/toolrt/<instance> as root, else
+    $XDG_STATE_HOME/toolrt/<instance>."""
+    shutdown: Literal["keep", "close"] = "keep"
+    """On SIGTERM: "keep" leaves sessions running for the next start (in-flight
+    RPCs end UNAVAILABLE, retryable); "close" closes them (SANDBOX_LOST).
+    Warm-pool containers are removed either way."""
+    snapshot_ttl_seconds: int = Field(7 * 24 * 3600, ge=60)
+    """How long a snapshot is kept (`Snapshot.expires_at`)."""
     image: str = "toolrt-sandbox:default"
     """Image of a session that does not name one. toolrt never pulls."""
     runtime: str = ""

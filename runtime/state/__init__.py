@@ -1,0 +1,1 @@
+"""The daemon's durable state: one SQLite database under `state_dir`."""
