@@ -19,7 +19,9 @@ import asyncio
 import contextlib
 import json
 import logging
+import shutil
 import signal
+import tempfile
 import uuid
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -56,6 +58,10 @@ class LocalFront:
         from runtime.core import build_core
         from runtime.sessions.manager import SessionRequest
 
+        # Its session ends with the process: state in a directory of its own,
+        # removed on close, and sessions closed on the way out.
+        self._state_dir = tempfile.mkdtemp(prefix="toolrt-mcp-state-")
+        config = config.model_copy(update={"state_dir": self._state_dir, "shutdown": "close"})
         self._core = build_core(config)
         self._request = SessionRequest()
         self._session_id = ""
@@ -73,7 +79,10 @@ class LocalFront:
         return await self._core.calls.execute(TENANT, self._session_id, call)
 
     async def close(self) -> None:
-        await self._core.stop()
+        try:
+            await self._core.stop()
+        finally:
+            shutil.rmtree(self._state_dir, ignore_errors=True)
 
 
 class RemoteFront:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from runtime import agent as agent_package
+from runtime.agent import protocol
 from runtime.config import Limits
 from runtime.constants import DEFAULT_TENANT
 from runtime.sandbox import agent_dir
@@ -72,13 +73,15 @@ class Sandbox(Protocol):
     @property
     def agent(self) -> AgentClient: ...
 
-    def abort(self, reason: str) -> None:
-        """Fail every pending request now with SANDBOX_LOST (`reason`)."""
+    def abort(self, reason: str, error: Exception | None = None) -> None:
+        """Fail every pending request now with SANDBOX_LOST (`reason`), or `error`."""
         ...
 
 
 class Channel(FrameChannel, Protocol):
     """A FrameChannel its backend can close (framing.AgentConnection, fake.FakeChannel)."""
+
+    def abort(self, reason: str, error: Exception | None = None) -> None: ...
 
     def close(self) -> None: ...
 
@@ -103,11 +106,27 @@ class ConnectedSandbox:
     def agent(self) -> AgentClient:
         return self._agent
 
-    def abort(self, reason: str) -> None:
-        self._conn.abort(reason)
+    def abort(self, reason: str, error: Exception | None = None) -> None:
+        self._conn.abort(reason, error)
 
     def close(self) -> None:
         self._conn.close()
+
+
+@dataclass
+class Adopted:
+    """A re-attached sandbox and what its agent said in its hello."""
+
+    sandbox: Sandbox
+    hello: protocol.HelloReply
+
+
+@runtime_checkable
+class Adopting(Protocol):
+    """A backend that can re-attach a sandbox a previous daemon left running
+    (what `list_owned` lists); fails if it cannot."""
+
+    async def adopt(self, sandbox_id: str) -> Adopted: ...
 
 
 @dataclass(frozen=True)
