@@ -9,6 +9,7 @@ process, for tests), fake.py (in memory, scripted, for tests).
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -77,6 +78,10 @@ class Sandbox(Protocol):
         """Fail every pending request now with SANDBOX_LOST (`reason`), or `error`."""
         ...
 
+    def watch(self, on_lost: Callable[[str], None]) -> None:
+        """Call `on_lost(reason)` when the sandbox dies by itself."""
+        ...
+
 
 class Channel(FrameChannel, Protocol):
     """A FrameChannel its backend can close (framing.AgentConnection, fake.FakeChannel)."""
@@ -108,6 +113,12 @@ class ConnectedSandbox:
 
     def abort(self, reason: str, error: Exception | None = None) -> None:
         self._conn.abort(reason, error)
+
+    def watch(self, on_lost: Callable[[str], None]) -> None:
+        """Have `on_lost(reason)` called when the agent goes away by itself
+        (connections that can tell: framing.AgentConnection)."""
+        if hasattr(self._conn, "on_lost"):
+            self._conn.on_lost = on_lost
 
     def close(self) -> None:
         self._conn.close()

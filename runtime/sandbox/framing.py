@@ -99,6 +99,10 @@ class AgentConnection:
         self._ids = itertools.count(1 + (epoch % (1 << 40)) * (1 << 20))
         self._task: asyncio.Task[None] | None = None
         self._lost = ""
+        self._closing = False
+        # Told (once, with the reason) when the agent goes away by itself:
+        # the container died or was removed, not closed by the daemon.
+        self.on_lost: Callable[[str], None] | None = None
         # Re-attached to a running agent: whatever arrives before its Resync
         # frame (the tail of a frame it wrote to nobody) is skipped.
         self._resynced: asyncio.Future[protocol.Frame] | None = None
@@ -170,6 +174,7 @@ class AgentConnection:
             self._resynced.exception()
 
     def close(self) -> None:
+        self._closing = True
         self.abort(self._lost or "session closed")
         if self._task is not None:
             self._task.cancel()
@@ -197,6 +202,8 @@ class AgentConnection:
             reason = f"the sandbox's agent broke protocol: {exc}"
         finally:
             self.abort(reason)
+            if not self._closing and self.on_lost is not None:
+                self.on_lost(self._lost)
 
     def _before_resync(self, data: bytes) -> None:
         assert self._resynced is not None

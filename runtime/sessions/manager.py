@@ -48,6 +48,7 @@ from runtime.sessions.session import CLOSED, CLOSING, READY, Allowlist, Session
 from runtime.sessions.transfers import upload_tar
 from runtime.state.durable import Durable
 from runtime.state.sessions import (
+    CLOSED_KEEP_S,
     REASON_CLOSED,
     REASON_IDLE,
     REASON_LOST,
@@ -61,6 +62,8 @@ log = logging.getLogger(__name__)
 
 # Ids of closed sessions kept so that closing twice answers "closed".
 CLOSED_MEMORY = 4096
+# Records of sessions closed over an hour ago are purged every this many closes.
+PURGE_EVERY = 256
 # How often start-up reconciliation is tried again while the engine is down.
 RECONCILE_RETRY_S = 2.0
 
@@ -114,12 +117,15 @@ class SessionManager:
         self.quotas = TenantQuotas(config)
         self.egress = egress or Egress(config)
         self._sessions: dict[str, Session] = {}
-        self._closed: OrderedDict[str, tuple[str, str]] = OrderedDict()
+        # Sessions closed lately, as their records (GetSession, CloseSession
+        # again), also while their closing is being stored.
+        self._closed: OrderedDict[str, SessionRecord] = OrderedDict()
         # A previous run's sessions: found in the state database at start,
         # then being re-attached (their calls wait on these futures).
         self._records: list[SessionRecord] = []
         self._adopting: dict[str, asyncio.Future[None]] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._closes = 0
         self._creating = 0
         self._shutting_down = False
         self._reaped = False
@@ -244,9 +250,14 @@ class SessionManager:
             return
         self.quotas.count(session.tenant, session.limits)
         self._sessions[session.id] = session
+        self._watch(session)
         if session.network.enabled:
             await self._connect(session)
         self._metrics.session_created("adopted", 0.0)
+
+    def _watch(self, session: Session) -> None:
+        """A sandbox that dies on its own closes its session at once (sandbox_lost)."""
+        session.sandbox.watch(lambda reason: self._spawn(self.lose(session, reason)))
 
     async def _record_lost(self, record: SessionRecord, why: str) -> None:
         """A previous run's session whose sandbox is gone: closed, sandbox_lost."""
@@ -255,7 +266,8 @@ class SessionManager:
             await self._backend.destroy(record.id)
         assert self._durable is not None
         await self._durable.close_session(record.id, REASON_LOST, time.time())
-        self._closed[record.id] = (record.tenant, REASON_LOST)
+        record.state, record.closed_reason, record.closed_at = CLOSED, REASON_LOST, time.time()
+        self._remember_closed(record)
         self._metrics.session_closed(REASON_LOST)
         waiting = self._adopting.pop(record.id, None)
         if waiting is not None and not waiting.done():
@@ -321,6 +333,7 @@ class SessionManager:
             redactor=Redactor({name: self._secrets[name] for name in names}),
         )
         self._sessions[session_id] = session
+        self._watch(session)
         if self._shutting_down:
             await self._close(session)
             msg = "the daemon is shutting down"
@@ -432,19 +445,29 @@ class SessionManager:
         return self.get(tenant, session_id)
 
     async def describe(self, tenant: str, session_id: str) -> Session | SessionRecord:
-        """An open session, or the record of one closed within the last hour."""
+        """An open (or closing) session, or the record of one closed within the last hour."""
         try:
             return await self.lookup(tenant, session_id)
         except SessionNotFound:
+            closing = self._sessions.get(session_id)
+            if closing is not None and closing.tenant == tenant:
+                return closing  # state "closing"
             record = await self._closed_record(tenant, session_id)
             if record is None:
                 raise
             return record
 
+    def _remember_closed(self, record: SessionRecord) -> None:
+        self._closed[record.id] = record
+        while len(self._closed) > CLOSED_MEMORY:
+            self._closed.popitem(last=False)
+
     async def _closed_record(self, tenant: str, session_id: str) -> SessionRecord | None:
-        if self._durable is None:
-            return None
-        record = await self._durable.closed_record(session_id)
+        record = self._closed.get(session_id)
+        if record is not None and record.closed_at < time.time() - CLOSED_KEEP_S:
+            record = None
+        if record is None and self._durable is not None:
+            record = await self._durable.closed_record(session_id)
         return record if record is not None and record.tenant == tenant else None
 
     def get(self, tenant: str, session_id: str) -> Session:
@@ -481,8 +504,6 @@ class SessionManager:
                 await asyncio.wait_for(asyncio.shield(waiting), self._config.create_timeout_s)
         session = self._sessions.get(session_id)
         if session is None or session.tenant != tenant:
-            if self._closed.get(session_id, ("", ""))[0] == tenant:
-                return CLOSED
             if await self._closed_record(tenant, session_id) is not None:
                 return CLOSED
             msg = f"no session {session_id!r}"
@@ -505,15 +526,18 @@ class SessionManager:
             session.closed_reason = session.closed_reason or code
             if self._sessions.pop(session.id, None) is not None:
                 self.quotas.release(session.tenant, session.limits)
-            self._closed[session.id] = (session.tenant, session.closed_reason)
-            while len(self._closed) > CLOSED_MEMORY:
-                self._closed.popitem(last=False)
+            closed = record_of(session)
+            closed.closed_at = time.time()
+            self._remember_closed(closed)
             if self._pool is not None:
                 self._pool.start()  # a slot under max_sessions may have come free
             log.info("session %s closed", session.id, extra={"reason": session.closed_reason})
         if self._durable is not None:
             # Before CloseSession answers: closing again stays idempotent after a restart.
             await self._durable.close_session(session.id, session.closed_reason, time.time())
+            self._closes += 1
+            if self._closes % PURGE_EVERY == 0:
+                self._spawn(self._durable.purge_closed())
 
     async def lose(self, session: Session, reason: str) -> None:
         """The sandbox died under a call or transfer: close the session, once."""

@@ -331,6 +331,21 @@ class DockerBackend:
     async def list_owned(self) -> list[str]:
         return await self._run("list sandboxes", self._owned)
 
+    async def remove_labelled(self, key: str, keep: Callable[[dict[str, str]], bool]) -> int:
+        """Remove the containers of any instance that carry label `key` and
+        that `keep(labels)` refuses (e.g. those of MCP fronts that are gone)."""
+
+        def remove() -> int:
+            api = self._docker().api
+            found = api.containers(all=True, filters={"label": key})
+            doomed = [c["Id"] for c in found if not keep(c.get("Labels") or {})]
+            for container_id in doomed:
+                with tolerate_gone():
+                    api.remove_container(container_id, force=True, v=True)
+            return len(doomed)
+
+        return await self._run(f"remove containers labelled {key}", remove)
+
     async def reap_owned(self) -> int:
         owned = [sid for sid in await self.list_owned() if sid]
         await asyncio.gather(*(self.destroy(sid) for sid in owned), return_exceptions=True)
