@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 ENGINE_STAMP := .engine-ok
 
-.PHONY: help venv proto proto-check floors engine helper image daemon-image run test test-gvisor test-fast fuzz lint bench clean
+.PHONY: help venv proto proto-check floors engine helper image daemon-image run test test-gvisor test-fast fuzz chaos lint bench clean
 
 help: ## list targets
 	@grep -hE '^[a-zA-Z0-9_.-]+:([^=].*)?## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -57,8 +57,8 @@ daemon-image: image ## the daemon's own container image (toolrt-daemon), offline
 run: image ## start the daemon in the foreground on 127.0.0.1:50051
 	$(VENV)/bin/toolrt serve $(ARGS)
 
-test: image ## the whole suite against the real Docker engine
-	$(PY) -m pytest $(PYTEST_ARGS)
+test: image ## the whole suite against the real Docker engine (the long chaos cases: make chaos)
+	$(PY) -m pytest -m "not chaos" $(PYTEST_ARGS)
 
 # The Docker suite again with every sandbox under gVisor (tests marked
 # runc_only are skipped there, with their reason). Without runsc registered
@@ -81,6 +81,15 @@ FUZZ_EXAMPLES ?= 2000
 fuzz: image ## fuzz every tool argument and RPC field: FUZZ_EXAMPLES (default 2000) per target
 	TOOLRT_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest tests/docker -m fuzz --timeout=0 \
 		--hypothesis-show-statistics $(PYTEST_ARGS)
+
+# Daemons killed under load (kill -9 with a client retrying the same ids,
+# SIGTERM keep and close, containers killed from outside, a crash during
+# re-adoption). `make test` runs a few kill cycles; this runs CHAOS_CYCLES.
+CHAOS_CYCLES ?= 20
+
+chaos: image ## restart and crash tests against the real engine, CHAOS_CYCLES (default 20) kill -9 cycles
+	TOOLRT_CHAOS_CYCLES=$(CHAOS_CYCLES) $(PY) -m pytest tests/docker/test_chaos.py tests/docker/test_restarts.py \
+		--timeout=900 $(PYTEST_ARGS)
 
 lint: $(STAMP) ## ruff, ruff format --check, mypy
 	$(VENV)/bin/ruff check runtime tests scripts bench

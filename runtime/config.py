@@ -299,9 +299,10 @@ class Config(BaseModel):
     read at start-up; refused unless mode 0600 and owned by the daemon's
     user. Empty: none."""
     instance: str = "toolrtd"
-    """This daemon's name in the `toolrt.daemon` label. Containers carrying it
-    from an earlier run are removed at start-up, so give each daemon sharing
-    an engine its own name."""
+    """This daemon's name in the `toolrt.daemon` label. At start-up the
+    containers carrying it that the state database has sessions for are
+    re-adopted and the others removed, so give each daemon sharing an engine
+    its own name (and its own state_dir)."""
     state_dir: str = ""
     """Directory of the daemon's durable state (SQLite: sessions, the call
     journal, snapshots). Empty: /var/lib/toolrt/<instance> as root, else

@@ -24,6 +24,7 @@ from runtime.sessions.manager import SessionManager
 from runtime.sessions.reaper import Reaper
 from runtime.sessions.session import Session
 from runtime.sessions.transfers import Transfers
+from runtime.state.durable import Durable
 from runtime.tools.registry import Registry, default_registry
 
 
@@ -46,9 +47,12 @@ class Core:
     # What operators see: metrics, traces, the log context; the Admin* RPCs' answers.
     obs: Observability
     admin: Admin
+    # Sessions and the call journal on disk (state_dir).
+    durable: Durable
 
     async def start(self, *, reap_expired: bool = True) -> None:
-        """Reap a previous run's sandboxes, fill the pool, start the reaper.
+        """Re-adopt a previous run's sessions (in the background) and remove
+        its other sandboxes, fill the pool, start the reaper.
 
         `reap_expired=False` leaves sessions without TTL or idle reaping (the
         in-process MCP front: one session for the life of its connection).
@@ -59,13 +63,16 @@ class Core:
             self.reaper.start()
 
     async def stop(self) -> None:
-        """Answer in-flight calls (SANDBOX_LOST), close every session, release the backend."""
+        """Stop per `shutdown`: "keep" answers in-flight calls UNAVAILABLE and
+        leaves the sessions running for the next start; "close" answers them
+        SANDBOX_LOST and closes every session. Then release the backend."""
         await self.reaper.stop()
         try:
-            await self.manager.shutdown()
+            await self.manager.shutdown(keep=self.config.shutdown == "keep")
         finally:
             self.audit.close()
             await self.backend.close()
+            self.durable.close()
             self.obs.stop()
 
 
@@ -73,8 +80,10 @@ def build_core(
     config: Config, backend: SandboxBackend | None = None, registry: Registry | None = None
 ) -> Core:
     """The core on `backend` (default: the Docker engine) with `registry`'s tools."""
-    # First: a refused secrets_file stops the start before anything is opened.
+    # First: a refused secrets_file or state database stops the start
+    # before anything else is opened.
     secrets = load_secrets(config.secrets_file)
+    durable = Durable.open(config)
     if backend is None:
         # Imported here: the Docker SDK is heavy and fronts given a backend never need it.
         from runtime.sandbox.docker.backend import DockerBackend
@@ -100,7 +109,7 @@ def build_core(
             audit.network(owners.get(event.session_id, ""), event)
 
     egress.on_event = network_event
-    manager = SessionManager(config, backend, ended, secrets, egress, obs.metrics)
+    manager = SessionManager(config, backend, ended, secrets, egress, obs.metrics, durable)
     obs.metrics.watch(
         lambda: len(manager.live_sessions()), lambda: manager.pool.ready() if manager.pool else 0
     )
@@ -109,5 +118,16 @@ def build_core(
     transfers = Transfers(manager)
     admin = Admin(config, backend, manager, obs)
     return Core(
-        config, backend, registry, manager, calls, transfers, reaper, audit, egress, obs, admin
+        config,
+        backend,
+        registry,
+        manager,
+        calls,
+        transfers,
+        reaper,
+        audit,
+        egress,
+        obs,
+        admin,
+        durable,
     )

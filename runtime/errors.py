@@ -22,7 +22,9 @@
         ├── AdmissionRefused     RESOURCE_EXHAUSTED
         │   └── RateLimited      RESOURCE_EXHAUSTED (the wait in the message)
         ├── EngineUnavailable    UNAVAILABLE
-        └── AuditUnavailable     UNAVAILABLE (the audit log cannot be written)
+        ├── AuditUnavailable     UNAVAILABLE (the audit log cannot be written)
+        ├── StateUnavailable     UNAVAILABLE (the state database cannot be written)
+        └── DaemonStopping       UNAVAILABLE (shutdown = "keep": retry the same call id)
 
 Tool failures travel inside a ToolResult; request errors end the RPC. Only
 `server.interceptor` turns request errors into status codes, and only
@@ -175,6 +177,20 @@ class AuditUnavailable(RequestError):
     status = grpc.StatusCode.UNAVAILABLE
 
 
+class StateUnavailable(RequestError):
+    """The state database cannot be written: no new work is accepted meanwhile,
+    since its outcome could not be kept across a restart."""
+
+    status = grpc.StatusCode.UNAVAILABLE
+
+
+class DaemonStopping(RequestError):
+    """The daemon stops and keeps its sessions: the call runs on in the sandbox
+    and a retry with the same call id (after the restart) gets its result."""
+
+    status = grpc.StatusCode.UNAVAILABLE
+
+
 REQUEST_ERRORS: tuple[type[RequestError], ...] = (
     Unauthenticated,
     PermissionDenied,
@@ -185,4 +201,6 @@ REQUEST_ERRORS: tuple[type[RequestError], ...] = (
     RateLimited,
     EngineUnavailable,
     AuditUnavailable,
+    StateUnavailable,
+    DaemonStopping,
 )

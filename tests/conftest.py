@@ -19,7 +19,10 @@ the local backend, any agent process) is left.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import os
+import shutil
+import tempfile
 import threading
 import uuid
 from collections.abc import Iterator
@@ -42,6 +45,9 @@ from tests.helpers import agent_processes, containers_of
 TEST_LABEL = "toolrt.test"
 IMAGE = "toolrt-sandbox:default"
 BACKENDS = ("docker", "local", "fake")
+# Test daemons' state directories, one per instance, removed when the run ends.
+STATE_ROOT = tempfile.mkdtemp(prefix="toolrt-test-state-")
+atexit.register(shutil.rmtree, STATE_ROOT, True)
 # The OCI runtime of every sandbox the Docker tests start ("" = the engine's default).
 TEST_RUNTIME = os.environ.get("TOOLRT_TEST_RUNTIME", "")
 
@@ -75,14 +81,19 @@ def _engine_for_docker_tests(request: pytest.FixtureRequest) -> None:
 
 
 def config_for_test(**overrides: Any) -> Config:
+    instance = f"test-{uuid.uuid4().hex[:10]}"
     values: dict[str, Any] = {
         "listen": "127.0.0.1:0",
-        "instance": f"test-{uuid.uuid4().hex[:10]}",
+        "instance": instance,
         "extra_labels": {TEST_LABEL: "1"},
         "runtime": TEST_RUNTIME,
         # Warm by default in production; off here unless a test asks, so test
         # daemons start no containers nobody uses.
         "pool_size": 0,
+        # Each daemon its own state, and its sessions closed when it stops
+        # (the leak checks expect that); restart tests ask for "keep".
+        "state_dir": os.path.join(STATE_ROOT, instance),
+        "shutdown": "close",
     }
     values.update(overrides)
     return load_config(None, values, environ={})

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import io
 import os
+import socket
 import stat
+import subprocess
+import sys
 import tarfile
 import time
 from typing import Any
@@ -87,10 +90,62 @@ def wait_for(predicate, timeout: float = 20.0, interval: float = 0.1):
 
 
 def is_open(client: Client, session_id: str) -> bool:
+    """Not closed (a closed session is remembered for an hour, state "closed")."""
     try:
-        client.get_session(session_id)
+        return client.get_session(session_id).state != "closed"
     except ToolrtRpcError as exc:
         if exc.code != grpc.StatusCode.NOT_FOUND:
             raise
         return False
-    return True
+
+
+# -- the daemon as a separate process ---------------------------------------------
+
+
+class DaemonProcess:
+    """`toolrt serve` in a child process, its log in a file."""
+
+    def __init__(
+        self, instance: str, port: int, log_path, state_dir=None, shutdown: str = "close"
+    ) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLRT_")}
+        env["TOOLRT_POOL_SIZE"] = "0"  # warm by default; these tests count containers
+        env["TOOLRT_STATE_DIR"] = str(state_dir or log_path.parent / "state")
+        env["TOOLRT_SHUTDOWN"] = shutdown
+        self.target = f"127.0.0.1:{port}"
+        self.log_path = log_path
+        with open(log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "runtime",
+                    "serve",
+                    "--listen",
+                    self.target,
+                    "--instance",
+                    instance,
+                ],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        channel = grpc.insecure_channel(self.target)
+        try:
+            grpc.channel_ready_future(channel).result(timeout=30)
+        finally:
+            channel.close()
+
+    def log(self) -> str:
+        return self.log_path.read_text()
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(10)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

@@ -38,6 +38,9 @@ class Call:
     def __init__(self, rid: int, request: protocol.Exec, group: int, redactor: Redactor) -> None:
         self.rid = rid
         self.request = request
+        # The attach epoch it started under: its answer and output go to that
+        # daemon (a later one's request ids start again at 1).
+        self.epoch = 0
         # Every process of the call carries it (tracker.py).
         self.group = group
         # What bash runs: the user's command behind the state trap (background.wrap).
@@ -129,7 +132,13 @@ class CallOps:
 
     if TYPE_CHECKING:
 
-        def send(self, message: protocol.Message, rid: int, body: bytes = b"") -> None: ...
+        def send(
+            self,
+            message: protocol.Message,
+            rid: int,
+            body: bytes = b"",
+            epoch: Optional[int] = None,
+        ) -> None: ...
         def fail(self, rid: int, code: str, message: str) -> None: ...
         def wrap(self, call: Call) -> None: ...
         def settle_state(self, call: Call) -> None: ...
@@ -137,10 +146,17 @@ class CallOps:
         def proc_update(self, proc: Proc) -> None: ...
         def kill(self, call: Call, reason: str) -> None: ...
         def relieve(self, kind: Optional[str], also_keep: Optional[Set[int]] = None) -> bool: ...
+        def answer_call(self, call: Call, message: protocol.Message, body: bytes = b"") -> None: ...
+        def resumed(self, rid: int, request: protocol.Exec) -> bool: ...
+
+    epoch: int
+    running: Dict[str, Call]
 
     healer: healing.Healer
 
     def start_call(self, rid: int, request: protocol.Exec, body: bytes) -> None:
+        if self.resumed(rid, request):
+            return
         cap = request.max_background
         if request.background and not self.background.has_room(cap):
             self.fail(
@@ -151,6 +167,7 @@ class CallOps:
             )
             return
         call = Call(rid, request, self.groups.allocate(), self.redactor)
+        call.epoch = self.epoch
         self.healer.started(call.group, request.call_id)
         # Leftovers of earlier calls must not leave this one without room.
         self.relieve(healing.pressure(), {call.group})
@@ -197,6 +214,8 @@ class CallOps:
         for fd in {out_w, err_w, report_w, stdin_r, launch.state} - {-1}:
             os.close(fd)
         call.pid = pid
+        if request.call_id:
+            self.running[request.call_id] = call
         if call.state is not None:
             call.state.shell_pid = pid
         self.calls[rid] = call
@@ -276,7 +295,7 @@ class CallOps:
         if call.stream and call.stream_budget > 0:
             chunk = data[: call.stream_budget]
             call.stream_budget -= len(chunk)
-            self.send(protocol.Output(stream=name), call.rid, chunk)
+            self.send(protocol.Output(stream=name), call.rid, chunk, call.epoch)
 
     def on_stdin(self, fd: int, state: List[Any]) -> None:
         call, view = state
@@ -333,7 +352,10 @@ class CallOps:
         call.done = True
         self.calls.pop(call.rid, None)
         self.settle_state(call)
-        self.fail(call.rid, protocol.INTERNAL, f"{message}; its processes were killed")
+        failure = protocol.Failure(
+            code=protocol.INTERNAL, message=f"{message}; its processes were killed"
+        )
+        self.answer_call(call, failure)
 
     def drain(self, call: Call) -> None:
         """Take what the main process wrote before it exited."""
@@ -380,7 +402,9 @@ class CallOps:
         self.settle_state(call)
         if call.spawn_error is not None:
             code, why = procs.failure_of_spawn(*call.spawn_error, call.request.cwd)
-            self.fail(call.rid, code, f"cannot start the command: {why}")
+            self.answer_call(
+                call, protocol.Failure(code=code, message=f"cannot start the command: {why}")
+            )
             return
         after = procs.oom_kills()
         result = protocol.ExecResult(
@@ -410,4 +434,4 @@ class CallOps:
         result.duration_ms = int((time.monotonic() - call.started) * 1000)
         body = bytes(out.head) + bytes(out.tail) + bytes(err.head) + bytes(err.tail)
         call.captures.clear()
-        self.send(result, call.rid, body)
+        self.answer_call(call, result, body)

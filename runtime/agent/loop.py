@@ -7,7 +7,10 @@ registered for it (ops.py; the families are calls, background and files).
 One thread, one selector loop: it never needs to fork or start a thread to
 kill, so it still answers under a fork bomb. As PID 1 it is the parent of
 every command and inherits every orphan, and reaps them all. When stdin
-closes (the daemon went away) it exits, and the container with it.
+closes it exits, and the container with it; a daemon that goes away
+without closing it (Docker keeps a container's stdin open across attaches)
+finds the agent still running its calls and keeping their answers
+(results.py) when it attaches again.
 
 Stdlib only, Python >= 3.9 (runs inside sandboxes).
 """
@@ -20,14 +23,26 @@ import selectors
 import signal
 import sys
 import threading
-from typing import Dict, Optional
+from typing import Dict, List, Optional, Tuple
 
-from . import background, calls, deadlines, file_ops, flow, healing, protocol, relay, state, tracker
+from . import (
+    background,
+    calls,
+    deadlines,
+    file_ops,
+    flow,
+    healing,
+    protocol,
+    relay,
+    results,
+    state,
+    tracker,
+)
 from .ops import OPERATIONS, operation
 
 # Imported for their registrations: every family's operations are known
 # before the first request is read.
-_FAMILIES = (background, calls, file_ops, relay)
+_FAMILIES = (background, calls, file_ops, relay, results)
 
 
 class Agent(
@@ -36,6 +51,7 @@ class Agent(
     background.BackgroundOps,
     state.StateOps,
     healing.HealOps,
+    results.ResultOps,
 ):
     def __init__(self, proto_in: int, proto_out: int) -> None:
         self.proto_in = proto_in
@@ -59,20 +75,35 @@ class Agent(
         # Network egress (relay.py), started when a session has network.
         self.relay: Optional[relay.Relay] = None
         self.healer = healing.Healer()
+        # Answers kept until acknowledged, running calls by call id, and
+        # later daemons' requests waiting for them (results.py).
+        self.kept = results.Kept()
+        self.running: Dict[str, calls.Call] = {}
+        self.waiters: Dict[str, List[Tuple[int, int]]] = {}
+        self.resync_asked = False
         self.wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         signal.set_wakeup_fd(wake_w)
         signal.signal(signal.SIGCHLD, lambda *_: None)
+        signal.signal(signal.SIGUSR1, self._on_resync_signal)
         self.sel.register(self.wake_r, selectors.EVENT_READ, ("wake", None))
         self.sel.register(proto_in, selectors.EVENT_READ, ("proto", None))
 
+    def _on_resync_signal(self, *_: object) -> None:
+        # Acted on in the loop (the wakeup fd woke it), never in the handler.
+        self.resync_asked = True
+
     # -- protocol ---------------------------------------------------------
-    def send(self, message: protocol.Message, rid: int, body: bytes = b"") -> None:
+    def send(
+        self, message: protocol.Message, rid: int, body: bytes = b"", epoch: Optional[int] = None
+    ) -> None:
+        """One frame to the daemon of `epoch` (default: the latest hello's)."""
+        epoch = self.epoch if epoch is None else epoch
         try:
-            frame = protocol.encode(message, rid, self.epoch, body)
+            frame = protocol.encode(message, rid, epoch, body)
         except protocol.FrameError as exc:
             # An answer too large for a frame still ends its request, saying so.
             failure = protocol.Failure(message=f"the agent's {message.OP!r} answer: {exc}")
-            frame = protocol.encode(failure, rid, self.epoch)
+            frame = protocol.encode(failure, rid, epoch)
         data = memoryview(frame)
         with self.send_lock:
             while data:
@@ -148,6 +179,9 @@ class Agent(
                     pass
             except (BlockingIOError, InterruptedError):
                 pass
+            if self.resync_asked:
+                self.resync_asked = False
+                self.resync()
             self.on_children()
         elif kind == "out":
             self.on_output(key.fd, data)
@@ -162,13 +196,13 @@ class Agent(
 
 @operation(protocol.Hello)
 def op_hello(agent: Agent, rid: int, request: protocol.Hello, body: bytes) -> None:
-    running = sorted({c.request.call_id for c in agent.calls.values() if c.request.call_id})
     agent.send(
         protocol.HelloReply(
             version=protocol.VERSION,
             python=sys.version.split()[0],
             pid=os.getpid(),
-            running=running,
+            running=sorted(agent.running),
+            unacked=list(agent.kept.answers),
         ),
         rid,
     )

@@ -43,7 +43,8 @@ PREFIX = struct.Struct(">4sII")
 MAX_HEADER = 1 << 20
 MAX_BODY = 256 << 20
 # 3: archives stream as ArchiveChunk frames under Credit flow control.
-VERSION = 3
+# 4: results kept until acknowledged (Ack), Exec.resume, the Resync frame.
+VERSION = 4
 
 # Error codes the agent answers with (`Failure.code`); the daemon maps them
 # to its tool failures in runtime/sandbox/agent_client.py.
@@ -53,6 +54,8 @@ INVALID_ARGUMENTS = "INVALID_ARGUMENTS"
 LIMIT_EXCEEDED = "LIMIT_EXCEEDED"
 TIMEOUT = "TIMEOUT"
 INTERNAL = "INTERNAL"
+# A resumed call the agent saw but whose result it no longer keeps.
+OUTCOME_UNKNOWN = "OUTCOME_UNKNOWN"
 # The sandbox's paths and user, as both sides know them.
 WORKSPACE = "/workspace"
 TMP = "/tmp"
@@ -112,6 +115,26 @@ class HelloReply(Message):
 
 
 @dataclasses.dataclass
+class Resync(Message):
+    """Sent by the agent on its own (request id 0, epoch 0) when the daemon
+    signals it (SIGUSR1) after attaching: the agent dropped whatever partial
+    frame a previous daemon left in its decoder, so the next byte it reads
+    starts a frame. The daemon sends its Hello only after this."""
+
+    OP: ClassVar[str] = "resync"
+    pid: int = 0
+
+
+@dataclasses.dataclass
+class Ack(Message):
+    """The daemon has stored these calls' results: the agent may forget them.
+    Never answered."""
+
+    OP: ClassVar[str] = "ack"
+    call_ids: List[str] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
 class Ping(Message):
     OP: ClassVar[str] = "ping"
 
@@ -138,8 +161,13 @@ class Exec(Message):
     command: str = ""
     cwd: str = WORKSPACE
     env: Dict[str, str] = dataclasses.field(default_factory=dict)
-    # The tool call this command answers: its result is kept under this id.
+    # The tool call this command answers: its result is kept under this id
+    # until the daemon acknowledges it (Ack).
     call_id: str = ""
+    # A previous daemon may have started this call: if the agent knows
+    # call_id, answer with its kept result (waiting for it if it still
+    # runs) instead of running it again.
+    resume: bool = False
     timeout_s: float = 60.0
     # Silence longer than this (0 = never) moves the call on per on_idle.
     idle_timeout_s: float = 0.0
@@ -449,6 +477,7 @@ class RelayReady(Message):
 
 REQUESTS: Tuple[Type[Message], ...] = (
     Hello,
+    Ack,
     Ping,
     Secrets,
     Exec,
@@ -467,6 +496,7 @@ REQUESTS: Tuple[Type[Message], ...] = (
 )
 REPLIES: Tuple[Type[Message], ...] = (
     Failure,
+    Resync,
     HelloReply,
     Pong,
     ExecResult,

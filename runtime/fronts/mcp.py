@@ -6,9 +6,11 @@ closes) or the process gets SIGTERM/SIGINT.
 
 Two ways to run the tools:
 - in-process (default): a daemon core of its own (`runtime.core.build_core`
-  on the Docker engine, no gRPC, no TTL or idle reaping). Its `instance`
-  label is unique per process unless `--instance` names one, so it never
-  reaps another daemon's sandboxes.
+  on the Docker engine, no gRPC, no TTL or idle reaping), with shutdown
+  "close" and a temporary state directory: its session ends with it. Its
+  `instance` label is unique per process unless `--instance` names one, so
+  it never reaps another daemon's sandboxes; its containers name its
+  process, and at start a front removes those of fronts that are gone.
 - `--target ADDR`: a session on a running toolrt daemon, through the client
   SDK; the daemon's limits, reaping and (later) authentication apply.
 """
@@ -19,17 +21,21 @@ import asyncio
 import contextlib
 import json
 import logging
+import shutil
 import signal
+import tempfile
 import uuid
 from typing import TYPE_CHECKING, Any, Protocol
 
 import mcp_types
+import psutil
 from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
 
 from runtime.config import Config
 from runtime.constants import DEFAULT_TENANT
 from runtime.dialects import mcp as mcp_dialect
+from runtime.errors import ToolrtError
 from runtime.models import ToolCall, ToolErrorInfo, ToolResult
 
 if TYPE_CHECKING:
@@ -49,6 +55,26 @@ class ToolFront(Protocol):
     async def close(self) -> None: ...
 
 
+# Every container of an in-process front names its process, so that a later
+# front can tell whether it is still running (pid and start time: pids are reused).
+LABEL_PID = "toolrt.mcp.pid"
+LABEL_STARTED = "toolrt.mcp.started"
+
+
+def process_labels() -> dict[str, str]:
+    me = psutil.Process()
+    return {LABEL_PID: str(me.pid), LABEL_STARTED: f"{me.create_time():.2f}"}
+
+
+def process_alive(labels: dict[str, str]) -> bool:
+    """Is the MCP front that made a container with these labels still running?"""
+    try:
+        process = psutil.Process(int(labels.get(LABEL_PID, "")))
+        return f"{process.create_time():.2f}" == labels.get(LABEL_STARTED)
+    except (ValueError, psutil.Error):
+        return False
+
+
 class LocalFront:
     """A daemon core in this process, and one session in it."""
 
@@ -56,11 +82,25 @@ class LocalFront:
         from runtime.core import build_core
         from runtime.sessions.manager import SessionRequest
 
+        # Its session ends with the process: state in a directory of its own,
+        # removed on close, and sessions closed on the way out.
+        self._state_dir = tempfile.mkdtemp(prefix="toolrt-mcp-state-")
+        labels = {**config.extra_labels, **process_labels()}
+        config = config.model_copy(
+            update={"state_dir": self._state_dir, "shutdown": "close", "extra_labels": labels}
+        )
         self._core = build_core(config)
         self._request = SessionRequest()
         self._session_id = ""
 
     async def start(self) -> None:
+        # What crashed MCP fronts left: nobody else would ever remove it.
+        remove = getattr(self._core.backend, "remove_labelled", None)
+        if remove is not None:
+            with contextlib.suppress(ToolrtError):
+                gone = await remove(LABEL_PID, process_alive)
+                if gone:
+                    log.warning("removed %d sandbox(es) of MCP fronts that are gone", gone)
         # The session lives as long as the connection: nothing reaps it meanwhile.
         await self._core.start(reap_expired=False)
         session = await self._core.manager.create(TENANT, self._request)
@@ -73,7 +113,10 @@ class LocalFront:
         return await self._core.calls.execute(TENANT, self._session_id, call)
 
     async def close(self) -> None:
-        await self._core.stop()
+        try:
+            await self._core.stop()
+        finally:
+            shutil.rmtree(self._state_dir, ignore_errors=True)
 
 
 class RemoteFront:

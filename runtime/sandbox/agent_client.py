@@ -21,6 +21,7 @@ from runtime.errors import (
     InternalFailure,
     InvalidArguments,
     LimitExceeded,
+    OutcomeUnknown,
     PathDenied,
     ToolFailure,
 )
@@ -35,6 +36,7 @@ AGENT_FAILURES: dict[str, type[ToolFailure]] = {
     protocol.LIMIT_EXCEEDED: LimitExceeded,
     protocol.INVALID_ARGUMENTS: InvalidArguments,
     protocol.TIMEOUT: CallTimeout,
+    protocol.OUTCOME_UNKNOWN: OutcomeUnknown,
 }
 # How much longer than an operation's own deadline the daemon waits for its
 # answer before it stops believing one will come.
@@ -171,6 +173,14 @@ class AgentClient:
             )
             raise EngineUnavailable(msg)
         return reply
+
+    async def ack(self, call_ids: list[str]) -> None:
+        """Tell the agent these calls' results are stored (it may drop them).
+        Best effort: an unacknowledged result is only kept a little longer."""
+        if self.channel.lost:
+            return
+        with contextlib.suppress(Exception):
+            await self.channel.send(protocol.Ack(call_ids=call_ids), self.channel.next_id())
 
     async def ping(self) -> None:
         await self._call(protocol.Ping(), protocol.Pong)

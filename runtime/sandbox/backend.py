@@ -9,11 +9,13 @@ process, for tests), fake.py (in memory, scripted, for tests).
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from runtime import agent as agent_package
+from runtime.agent import protocol
 from runtime.config import Limits
 from runtime.constants import DEFAULT_TENANT
 from runtime.sandbox import agent_dir
@@ -72,13 +74,19 @@ class Sandbox(Protocol):
     @property
     def agent(self) -> AgentClient: ...
 
-    def abort(self, reason: str) -> None:
-        """Fail every pending request now with SANDBOX_LOST (`reason`)."""
+    def abort(self, reason: str, error: Exception | None = None) -> None:
+        """Fail every pending request now with SANDBOX_LOST (`reason`), or `error`."""
+        ...
+
+    def watch(self, on_lost: Callable[[str], None]) -> None:
+        """Call `on_lost(reason)` when the sandbox dies by itself."""
         ...
 
 
 class Channel(FrameChannel, Protocol):
     """A FrameChannel its backend can close (framing.AgentConnection, fake.FakeChannel)."""
+
+    def abort(self, reason: str, error: Exception | None = None) -> None: ...
 
     def close(self) -> None: ...
 
@@ -103,11 +111,33 @@ class ConnectedSandbox:
     def agent(self) -> AgentClient:
         return self._agent
 
-    def abort(self, reason: str) -> None:
-        self._conn.abort(reason)
+    def abort(self, reason: str, error: Exception | None = None) -> None:
+        self._conn.abort(reason, error)
+
+    def watch(self, on_lost: Callable[[str], None]) -> None:
+        """Have `on_lost(reason)` called when the agent goes away by itself
+        (connections that can tell: framing.AgentConnection)."""
+        if hasattr(self._conn, "on_lost"):
+            self._conn.on_lost = on_lost
 
     def close(self) -> None:
         self._conn.close()
+
+
+@dataclass
+class Adopted:
+    """A re-attached sandbox and what its agent said in its hello."""
+
+    sandbox: Sandbox
+    hello: protocol.HelloReply
+
+
+@runtime_checkable
+class Adopting(Protocol):
+    """A backend that can re-attach a sandbox a previous daemon left running
+    (what `list_owned` lists); fails if it cannot."""
+
+    async def adopt(self, sandbox_id: str) -> Adopted: ...
 
 
 @dataclass(frozen=True)

@@ -27,11 +27,12 @@ import posixpath
 import tarfile
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 from runtime.agent import protocol
 from runtime.constants import TMP, WORKSPACE
 from runtime.errors import SandboxLost
-from runtime.sandbox.backend import ConnectedSandbox, SandboxBackend, SandboxSpec
+from runtime.sandbox.backend import Adopted, ConnectedSandbox, SandboxBackend, SandboxSpec
 from runtime.sandbox.framing import FrameSink
 
 EPOCH = 1
@@ -85,6 +86,10 @@ class FakeChannel:
         # Frames the daemon sends to running requests (an upload's chunks).
         self._inbox: dict[int, asyncio.Queue[tuple[protocol.Message, bytes]]] = {}
         self._lost = ""
+        self._error: Exception | None = None
+        self._detached: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+        # Answers of commands by call id, as the real agent keeps them.
+        self.kept: dict[str, Answer] = {}
 
     @property
     def lost(self) -> str:
@@ -107,11 +112,18 @@ class FakeChannel:
         task = asyncio.create_task(self._answer(frame_of(message, rid, body), on_event))
         self._running[rid] = task
         try:
-            return await task
+            # A daemon that detaches (abort with an error) leaves the command
+            # running, as a real agent does; its request ends with the error.
+            either: set[asyncio.Future[Any]] = {task, self._detached}
+            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+            if not task.done():
+                raise self._error or SandboxLost(self._lost)
+            return task.result()
         except asyncio.CancelledError:
             current = asyncio.current_task()
             if self._lost and not (current is not None and current.cancelling()):
                 raise SandboxLost(self._lost) from None
+            task.cancel()  # the caller gave up: so does the command
             raise
         finally:
             self._running.pop(rid, None)
@@ -129,8 +141,13 @@ class FakeChannel:
         if task is not None:
             task.cancel()
 
-    def abort(self, reason: str) -> None:
+    def abort(self, reason: str, error: Exception | None = None) -> None:
         self._lost = self._lost or reason
+        self._error = error
+        if error is not None:
+            if not self._detached.done():
+                self._detached.set_result(None)
+            return
         for task in self._running.values():
             if task is not asyncio.current_task():
                 task.cancel()
@@ -153,7 +170,22 @@ class FakeChannel:
             reply, body = exc.failure, b""
         return frame_of(reply, frame.request_id, body)
 
+    def reattach(self) -> None:
+        """A new daemon's connection to this agent (FakeBackend.adopt)."""
+        self._lost, self._error = "", None
+        self._detached = asyncio.get_running_loop().create_future()
+
     async def _exec(self, request: protocol.Exec, rid: int, on_event: FrameSink | None) -> Answer:
+        if request.resume and request.call_id in self.kept:
+            return self.kept[request.call_id]
+        answer = await self._run_exec(request, rid, on_event)
+        if request.call_id:
+            self.kept[request.call_id] = answer
+        return answer
+
+    async def _run_exec(
+        self, request: protocol.Exec, rid: int, on_event: FrameSink | None
+    ) -> Answer:
         if self._backend.delay:
             await asyncio.sleep(self._backend.delay)
         answer = self._backend.exec_script(request)
@@ -202,7 +234,7 @@ class FakeChannel:
         self, request: protocol.Message, body: bytes, rid: int, on_event: FrameSink | None
     ) -> Answer:
         if isinstance(request, protocol.Hello):
-            return protocol.HelloReply(pid=1), b""
+            return protocol.HelloReply(pid=1, unacked=list(self.kept)), b""
         if isinstance(request, protocol.Ping):
             return protocol.Pong(), b""
         if isinstance(request, protocol.Secrets):
@@ -316,6 +348,19 @@ class FakeBackend:
     def lose(self, sandbox_id: str, reason: str = "the fake sandbox was lost") -> None:
         self.channels[sandbox_id].abort(reason)
 
+    async def adopt(self, sandbox_id: str) -> Adopted:
+        """The sandbox a previous core on this backend left: a new connection
+        to the same files and kept answers."""
+        channel = self.channels.get(sandbox_id)
+        if channel is None:
+            msg = f"no fake sandbox {sandbox_id}"
+            raise SandboxLost(msg)
+        channel.reattach()
+        sandbox = ConnectedSandbox(sandbox_id, channel)
+        hello = await sandbox.agent.hello(5.0)
+        self.sandboxes[sandbox_id] = sandbox
+        return Adopted(sandbox, hello)
+
     async def create(self, spec: SandboxSpec) -> ConnectedSandbox:
         channel = FakeChannel(spec.session_id, self)
         sandbox = ConnectedSandbox(spec.session_id, channel)
@@ -340,7 +385,8 @@ class FakeBackend:
         return len(owned)
 
     async def close(self) -> None:
-        await self.reap_owned()
+        """Nothing to release: sandboxes outlive a core like containers do
+        (a daemon with shutdown = "close" removed its sessions already)."""
 
 
 def _conforms(backend: FakeBackend) -> SandboxBackend:

@@ -71,8 +71,8 @@ class FrameChannel(Protocol):
 
     async def cancel(self, request_id: int, reason: str) -> None: ...
 
-    def abort(self, reason: str) -> None:
-        """Fail every pending request now with SANDBOX_LOST (`reason`)."""
+    def abort(self, reason: str, error: Exception | None = None) -> None:
+        """Fail every pending request now with SANDBOX_LOST (`reason`), or `error`."""
         ...
 
 
@@ -85,16 +85,29 @@ class _Pending:
 class AgentConnection:
     """Frames to and from one agent; implements FrameChannel."""
 
-    def __init__(self, name: str, source: ByteSource, sink: ByteSink, epoch: int) -> None:
+    def __init__(
+        self, name: str, source: ByteSource, sink: ByteSink, epoch: int, resync: bool = False
+    ) -> None:
         self.name = name
         self._source = source
         self._sink = sink
         self._epoch = epoch
         self._decoder = protocol.Decoder()
         self._pending: dict[int, _Pending] = {}
-        self._ids = itertools.count(1)
+        # Request ids start where no earlier daemon's can be: an agent that
+        # outlived its daemon still runs calls of the old ids.
+        self._ids = itertools.count(1 + (epoch % (1 << 40)) * (1 << 20))
         self._task: asyncio.Task[None] | None = None
         self._lost = ""
+        self._closing = False
+        # Told (once, with the reason) when the agent goes away by itself:
+        # the container died or was removed, not closed by the daemon.
+        self.on_lost: Callable[[str], None] | None = None
+        # Re-attached to a running agent: whatever arrives before its Resync
+        # frame (the tail of a frame it wrote to nobody) is skipped.
+        self._resynced: asyncio.Future[protocol.Frame] | None = None
+        if resync:
+            self._resynced = asyncio.get_running_loop().create_future()
 
     @property
     def lost(self) -> str:
@@ -143,14 +156,25 @@ class AgentConnection:
         with contextlib.suppress(ConnectionError, RuntimeError):
             self._sink.write(frame)
 
-    def abort(self, reason: str) -> None:
+    async def resynced(self, timeout: float) -> protocol.Resync:
+        """The agent's Resync frame (only on a connection made with `resync`)."""
+        assert self._resynced is not None
+        frame = await asyncio.wait_for(asyncio.shield(self._resynced), timeout)
+        return frame.as_type(protocol.Resync)
+
+    def abort(self, reason: str, error: Exception | None = None) -> None:
+        """Fail every pending request: SandboxLost(reason), or `error`."""
         if not self._lost:
             self._lost = reason
         for pending in list(self._pending.values()):
             if not pending.future.done():
-                pending.future.set_exception(SandboxLost(self._lost))
+                pending.future.set_exception(error or SandboxLost(self._lost))
+        if self._resynced is not None and not self._resynced.done():
+            self._resynced.set_exception(error or SandboxLost(self._lost))
+            self._resynced.exception()
 
     def close(self) -> None:
+        self._closing = True
         self.abort(self._lost or "session closed")
         if self._task is not None:
             self._task.cancel()
@@ -164,6 +188,9 @@ class AgentConnection:
                 data = await self._source.read()
                 if not data:
                     break
+                if self._resynced is not None and not self._resynced.done():
+                    self._before_resync(data)
+                    continue
                 for frame in self._decoder.feed(data):
                     self._dispatch(frame)
         except asyncio.CancelledError:
@@ -175,6 +202,22 @@ class AgentConnection:
             reason = f"the sandbox's agent broke protocol: {exc}"
         finally:
             self.abort(reason)
+            if not self._closing and self.on_lost is not None:
+                self.on_lost(self._lost)
+
+    def _before_resync(self, data: bytes) -> None:
+        assert self._resynced is not None
+        try:
+            frames = self._decoder.feed(data)
+        except protocol.FrameError:
+            self._decoder.resync()  # a stale frame's tail: look for the next MAGIC
+            return
+        for at, frame in enumerate(frames):
+            if frame.op == protocol.Resync.OP:
+                self._resynced.set_result(frame)
+                for later in frames[at + 1 :]:
+                    self._dispatch(later)
+                return
 
     def _dispatch(self, frame: protocol.Frame) -> None:
         if frame.epoch != self._epoch:

@@ -14,6 +14,7 @@ from runtime.models import ToolCall, ToolResult
 from runtime.policy.allowlist import PathPolicy
 from runtime.sessions.manager import SessionRequest
 from runtime.sessions.session import Allowlist, Session
+from runtime.state.sessions import SessionRecord
 
 
 def limits_from_pb(msg: pb.Limits) -> Limits:
@@ -98,6 +99,37 @@ def session_to_pb(session: Session) -> pb.Session:
         secrets=session.secrets,
         network=network_to_pb(session.network),
         runtime=session.runtime,
+        closed_reason=session.closed_reason,
+    )
+
+
+def record_to_pb(record: SessionRecord) -> pb.Session:
+    """A closed session as its stored record tells it."""
+    spec = record.spec
+    network = spec.get("network") or {}
+    read, write, deny = spec.get("allowlist") or [[], [], []]
+    ttl = float(spec.get("ttl_seconds", 0))
+    return pb.Session(
+        id=record.id,
+        state=record.state,
+        image=spec.get("image", ""),
+        limits=limits_to_pb(Limits.model_validate(spec["limits"])),
+        allowlist=pb.Allowlist(read_roots=read, write_roots=write, deny_globs=deny),
+        created_at=record.created_at,
+        expires_at=record.created_at + ttl if ttl else 0.0,
+        labels=spec.get("labels") or {},
+        calls=record.calls,
+        ttl_seconds=ttl,
+        idle_seconds=float(spec.get("idle_seconds", 0)),
+        tenant=record.tenant,
+        secrets=spec.get("secrets") or [],
+        network=pb.NetworkPolicy(
+            allow=network.get("allow", []),
+            max_bytes=network.get("max_bytes", 0),
+            max_connections=network.get("max_connections", 0),
+        ),
+        runtime=spec.get("runtime", ""),
+        closed_reason=record.closed_reason,
     )
 
 

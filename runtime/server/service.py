@@ -24,6 +24,7 @@ from runtime.errors import AuditUnavailable
 from runtime.models import ToolResult
 from runtime.server import convert
 from runtime.server.auth import principal_of
+from runtime.state.sessions import SessionRecord
 
 
 async def _not_yet(context: grpc.aio.ServicerContext, name: str) -> None:
@@ -63,13 +64,15 @@ class ToolRuntimeService(pb_grpc.ToolRuntimeServicer):
     async def GetSession(
         self, request: pb.GetSessionRequest, context: grpc.aio.ServicerContext
     ) -> pb.Session:
-        return convert.session_to_pb(
-            self._manager.get(principal_of(context).tenant, request.session_id)
-        )
+        found = await self._manager.describe(principal_of(context).tenant, request.session_id)
+        if isinstance(found, SessionRecord):
+            return convert.record_to_pb(found)
+        return convert.session_to_pb(found)
 
     async def ListSessions(
         self, request: pb.ListSessionsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListSessionsResponse:
+        await self._manager.adoption_done()
         sessions = self._manager.sessions_of(principal_of(context).tenant)
         return pb.ListSessionsResponse(sessions=[convert.session_to_pb(s) for s in sessions])
 
@@ -87,7 +90,7 @@ class ToolRuntimeService(pb_grpc.ToolRuntimeServicer):
     ) -> pb.ListToolsResponse:
         allow = None
         if request.session_id:
-            session = self._manager.get(principal_of(context).tenant, request.session_id)
+            session = await self._manager.lookup(principal_of(context).tenant, request.session_id)
             allow = session.network.allow_texts()
         tools_json = dialects.export_catalog(request.dialect, self._registry.catalog(allow))
         return pb.ListToolsResponse(tools_json=tools_json)

@@ -21,8 +21,10 @@ from runtime.config import Config
 from runtime.errors import (
     BadRequest,
     BudgetExhausted,
+    DaemonStopping,
     InternalFailure,
     InvalidArguments,
+    OutcomeUnknown,
     SandboxLost,
     SessionNotFound,
     ToolFailure,
@@ -32,7 +34,7 @@ from runtime.models import ToolCall, ToolResult
 from runtime.observability import Observability
 from runtime.sessions.manager import SessionManager
 from runtime.sessions.session import Session
-from runtime.tools.base import ToolContext
+from runtime.tools.base import Tool, ToolContext
 from runtime.tools.output import fit_output, without_surrogates
 from runtime.tools.registry import Registry
 
@@ -75,7 +77,7 @@ class Calls:
         if not call.id:
             msg = "ToolCall.id must not be empty: results are tied to it"
             raise BadRequest(msg)
-        session = self._manager.get(tenant, session_id)
+        session = await self._manager.lookup(tenant, session_id)
         if spend:
             self._manager.quotas.spend_calls(tenant, spend)
         size = len(call.id.encode())
@@ -85,7 +87,10 @@ class Calls:
             return ToolResult.failed(call.id, InvalidArguments(msg))
         with session.in_use():
             return await session.journal.run_once(
-                call, lambda: self._execute_once(session, call, on_output)
+                call,
+                lambda: self._execute_once(session, call, on_output),
+                resume=lambda: self._execute_once(session, call, on_output, resume=True),
+                durable_start=not self._read_only(call.name),
             )
 
     async def _execute_once(
@@ -93,20 +98,25 @@ class Calls:
         session: Session,
         call: ToolCall,
         on_output: Callable[[str, bytes], None] | None = None,
+        resume: bool = False,
     ) -> ToolResult:
         with self._obs.call(session.id, session.tenant, call.id, call.name) as outcome:
-            result = await self._answer(session, call, on_output)
+            result = await self._answer(session, call, on_output, resume)
             outcome.code = result.error.code if result.error else ""
         return result
 
     async def _answer(
-        self, session: Session, call: ToolCall, on_output: Callable[[str, bytes], None] | None
+        self,
+        session: Session,
+        call: ToolCall,
+        on_output: Callable[[str, bytes], None] | None,
+        resume: bool = False,
     ) -> ToolResult:
         started = time.monotonic()
         # Hosts the proxy refuses during the call are listed in its result.
         egress, mark = self._manager.egress, self._manager.egress.mark(session.id)
         try:
-            output = await self._run(session, call, on_output)
+            output = await self._run(session, call, on_output, resume)
             output.update(egress.report_since(session.id, mark))
             result = ToolResult(call.id, self._deliverable(output))
         except ToolFailure as failure:
@@ -116,6 +126,8 @@ class Calls:
             failure.output = self._deliverable(failure.output)
             failure.message, _ = without_surrogates(failure.message)
             result = ToolResult.failed(call.id, failure)
+        except DaemonStopping:
+            raise  # not an outcome: the next daemon answers the retry
         except Exception:
             correlation = uuid.uuid4().hex[:12]
             log.exception("call %s in session %s failed [%s]", call.id, session.id, correlation)
@@ -156,7 +168,11 @@ class Calls:
         session: Session,
         call: ToolCall,
         on_output: Callable[[str, bytes], None] | None,
+        resume: bool = False,
     ) -> dict[str, Any]:
+        if resume:
+            # Counted and checked against the budget when it first arrived.
+            return await self._resume(session, call, on_output)
         # Every call the journal keeps counts, refused ones too: the budget
         # bounds what a session may make the daemon remember.
         if session.calls >= session.limits.max_calls:
@@ -168,6 +184,33 @@ class Calls:
         session.calls += 1
         session.last_tool = call.name[:64]
         tool, args = await self._registry.parse_off_loop(call.name, call.arguments_json)
+        return await self._run_tool(session, call, tool, args, on_output)
+
+    async def _resume(
+        self, session: Session, call: ToolCall, on_output: Callable[[str, bytes], None] | None
+    ) -> dict[str, Any]:
+        """A call a previous daemon started and never answered: the sandbox's
+        agent answers a command it kept (or runs one it never got); any other
+        side effect may or may not have happened."""
+        tool, args = await self._registry.parse_off_loop(call.name, call.arguments_json)
+        if not (tool.read_only or tool.resumable):
+            msg = (
+                f"call {call.id[:64]!r} was interrupted by a daemon restart before its "
+                "result was stored; it may or may not have run, and it will not run "
+                "again. Check its effects, then use a new call id if it must run."
+            )
+            raise OutcomeUnknown(msg)
+        return await self._run_tool(session, call, tool, args, on_output, resume=True)
+
+    async def _run_tool(
+        self,
+        session: Session,
+        call: ToolCall,
+        tool: Tool[Any],
+        args: Any,
+        on_output: Callable[[str, bytes], None] | None,
+        resume: bool = False,
+    ) -> dict[str, Any]:
         ctx = ToolContext(
             session_id=session.id,
             call_id=call.id,
@@ -181,6 +224,7 @@ class Calls:
             state=session.tool_state,
             allowlist=session.allowlist,
             redactor=session.redactor,
+            resume=resume,
         )
         if tool.read_only:
             return await tool.run(ctx, args)
@@ -198,7 +242,7 @@ class Calls:
         runs alone, after everything before it and before everything after
         it, so the batch behaves as if run in order while reads overlap.
         """
-        self._manager.get(tenant, session_id)
+        await self._manager.lookup(tenant, session_id)
         ids = [c.id for c in calls]
         if not all(ids):
             msg = "every ToolCall in a batch needs a non-empty id: results are tied to it"

@@ -17,6 +17,15 @@ spent) are recorded like any other: a repeat gets the same answer, and a
 corrected call needs a new id — the journal does not guess which failures
 are safe to run again.
 
+Durable (runtime/state/journal_store.py, through a `JournalSink`): a call
+with side effects is recorded as running before it starts, and every result
+before it is answered; a re-adopted session's journal is `restore`d from
+those rows. A call that was still running when the daemon died is resumed
+on its retry (`resume`: the sandbox's agent answers with the result it kept,
+waiting for the call if it still runs). A call cut off by a daemon that
+stops and keeps its sessions (`DaemonStopping`) is not an outcome: its
+waiters get the same error, retryable, and nothing is recorded.
+
 Memory is bounded: the most recent `max_results` results (and at most
 `max_bytes` of them, ids and fingerprints counted) are kept; older ones
 shrink to their id and fingerprint (`max_ids` of those, each id at most 256
@@ -33,10 +42,10 @@ import json
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from runtime import cpu
-from runtime.errors import InvalidArguments, OutcomeUnknown
+from runtime.errors import DaemonStopping, InvalidArguments, OutcomeUnknown
 from runtime.models import ToolCall, ToolResult
 from runtime.tools.validation import MAX_ITEMS, json_shape
 
@@ -74,11 +83,28 @@ def fingerprint(call: ToolCall) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+class JournalSink(Protocol):
+    """Where a journal's calls are made durable (state.durable for sessions)."""
+
+    async def started(self, call_id: str, fingerprint: str) -> None: ...
+
+    async def finished(self, call_id: str, fingerprint: str, result: ToolResult) -> None:
+        """Never raises: a result that could not be stored is still answered
+        (and the sandbox keeps it, unacknowledged, for the next daemon)."""
+        ...
+
+
 @dataclass
 class _Entry:
     fingerprint: str
     answer: asyncio.Future[ToolResult]
     size: int = 0
+
+
+def _size(call_id: str, digest: str, result: ToolResult) -> int:
+    """Everything an entry holds: its id, its fingerprint and its result."""
+    message = result.error.message if result.error else ""
+    return len(call_id) + len(digest) + len(result.output_json) + len(message)
 
 
 def _shown(call_id: str) -> str:
@@ -97,6 +123,27 @@ class Journal:
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
         self._forgotten: OrderedDict[str, str] = OrderedDict()
         self._bytes = 0
+        # Calls a previous daemon started and never answered: id -> fingerprint.
+        self._unfinished: dict[str, str] = {}
+        self.sink: JournalSink | None = None
+
+    def restore(
+        self, call_id: str, fingerprint: str, result: ToolResult | None, done: bool
+    ) -> None:
+        """A call the state database remembers (oldest first): answered
+        (`result`), answered but its result dropped (`done`, no result), or
+        started and never answered."""
+        if result is not None:
+            future: asyncio.Future[ToolResult] = asyncio.get_running_loop().create_future()
+            future.set_result(result)
+            entry = _Entry(fingerprint, future, _size(call_id, fingerprint, result))
+            self._entries[call_id] = entry
+            self._bytes += entry.size
+            self._trim()
+        elif done:
+            self._forgotten[call_id] = fingerprint
+        else:
+            self._unfinished[call_id] = fingerprint
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -106,16 +153,31 @@ class Journal:
         return self._bytes
 
     async def run_once(
-        self, call: ToolCall, run: Callable[[], Awaitable[ToolResult]]
+        self,
+        call: ToolCall,
+        run: Callable[[], Awaitable[ToolResult]],
+        resume: Callable[[], Awaitable[ToolResult]] | None = None,
+        durable_start: bool = True,
     ) -> ToolResult:
-        """The result of `call`: from `run()` the first time, recorded after."""
+        """The result of `call`: from `run()` the first time, recorded after.
+
+        `resume` replaces `run` for a call a previous daemon started and
+        never answered; `durable_start=False` records no start (a read-only
+        call, harmless to run again).
+        """
         digest = await cpu.compute(len(call.arguments_json), fingerprint, call)
         entry = self._entries.get(call.id)
         if entry is None:
             forgotten = self._forgotten.get(call.id)
             if forgotten is not None:
                 return self._answer_forgotten(call, forgotten == digest)
-            return await self._first(call, digest, run)
+            unfinished = self._unfinished.get(call.id)
+            if unfinished is not None:
+                if unfinished != digest:
+                    return self._different_arguments(call)
+                del self._unfinished[call.id]
+                return await self._first(call, digest, resume or run, durable_start=False)
+            return await self._first(call, digest, run, durable_start)
         if entry.fingerprint != digest:
             return self._different_arguments(call)
         # A repeat: the first attempt's answer, waiting for it if still running.
@@ -123,12 +185,38 @@ class Journal:
         return await asyncio.shield(entry.answer)
 
     async def _first(
-        self, call: ToolCall, digest: str, run: Callable[[], Awaitable[ToolResult]]
+        self,
+        call: ToolCall,
+        digest: str,
+        run: Callable[[], Awaitable[ToolResult]],
+        durable_start: bool = True,
     ) -> ToolResult:
         entry = _Entry(digest, asyncio.get_running_loop().create_future())
         self._entries[call.id] = entry
+        if self.sink is not None and durable_start:
+            try:
+                await self.sink.started(call.id, digest)
+            except BaseException as exc:
+                # Not started, so nothing to remember: a retry may run it.
+                del self._entries[call.id]
+                if isinstance(exc, Exception):
+                    entry.answer.set_exception(exc)
+                    entry.answer.exception()
+                else:
+                    entry.answer.cancel()
+                raise
         try:
             result = await run()
+            if self.sink is not None:
+                await self.sink.finished(call.id, digest, result)
+        except DaemonStopping as exc:
+            # Not an outcome: the call runs on in the sandbox, and the next
+            # daemon answers its retry. Waiters now get the same retryable error.
+            del self._entries[call.id]
+            self._unfinished[call.id] = digest
+            entry.answer.set_exception(exc)
+            entry.answer.exception()
+            raise
         except BaseException:
             # Cut off (cancelled RPC, shutdown): whatever it did stays unknown,
             # and repeats — those waiting now and later ones — say so.
@@ -141,13 +229,7 @@ class Journal:
             self._trim()
             raise
         entry.answer.set_result(result)
-        # Everything the entry holds: its id, its fingerprint and its result.
-        entry.size = (
-            len(call.id)
-            + len(digest)
-            + len(result.output_json)
-            + len(result.error.message if result.error else "")
-        )
+        entry.size = _size(call.id, digest, result)
         self._bytes += entry.size
         self._trim()
         return result

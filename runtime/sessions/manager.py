@@ -2,17 +2,24 @@
 
 What runs in an open session lives beside it: tool calls in
 `sessions.calls`, uploads and downloads in `sessions.transfers`.
+
+With a state database (`Durable`), every session is recorded before
+CreateSession answers and closed there with its reason (GetSession and
+CloseSession answer for it an hour after, across restarts), and a start-up
+re-adopts what a previous run left (`sessions.adoption`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from runtime.agent.redact import Redactor
 from runtime.config import Config, Limits, tmpfs_overflow
@@ -21,6 +28,7 @@ from runtime.egress.service import Egress, NetworkRequest, proxy_env
 from runtime.errors import (
     AdmissionRefused,
     BadRequest,
+    DaemonStopping,
     EngineUnavailable,
     PermissionDenied,
     SessionNotFound,
@@ -30,18 +38,34 @@ from runtime.observability.metrics import SOURCE_COLD, SOURCE_POOL, Metrics
 from runtime.policy.allowlist import session_policy
 from runtime.sandbox.backend import Sandbox, SandboxBackend, SandboxSpec
 from runtime.sessions.admission import available_memory, check_memory
+from runtime.sessions.adoption import Adopter, SessionSink
 from runtime.sessions.journal import Journal
 from runtime.sessions.pool import WarmPool
 from runtime.sessions.quotas import TenantQuotas
 from runtime.sessions.reaper import clamp_window
+from runtime.sessions.records import record_of
 from runtime.sessions.session import CLOSED, CLOSING, READY, Allowlist, Session
 from runtime.sessions.transfers import upload_tar
+from runtime.state.durable import Durable
+from runtime.state.sessions import (
+    CLOSED_KEEP_S,
+    REASON_CLOSED,
+    REASON_IDLE,
+    REASON_LOST,
+    REASON_SHUTDOWN,
+    REASON_TTL,
+    SessionRecord,
+)
 from runtime.tools.validation import env_problem
 
 log = logging.getLogger(__name__)
 
 # Ids of closed sessions kept so that closing twice answers "closed".
 CLOSED_MEMORY = 4096
+# Records of sessions closed over an hour ago are purged every this many closes.
+PURGE_EVERY = 256
+# How often start-up reconciliation is tried again while the engine is down.
+RECONCILE_RETRY_S = 2.0
 
 
 @dataclass
@@ -78,8 +102,11 @@ class SessionManager:
         secrets: dict[str, str] | None = None,
         egress: Egress | None = None,
         metrics: Metrics | None = None,
+        durable: Durable | None = None,
     ) -> None:
         self._config = config
+        # Sessions and journals on disk (None: in memory only, gone with the process).
+        self._durable = durable
         # secrets_file's values (secret_store.load_secrets); only names leave here.
         self._secrets = dict(secrets or {})
         self._backend = backend
@@ -90,7 +117,15 @@ class SessionManager:
         self.quotas = TenantQuotas(config)
         self.egress = egress or Egress(config)
         self._sessions: dict[str, Session] = {}
-        self._closed: OrderedDict[str, str] = OrderedDict()
+        # Sessions closed lately, as their records (GetSession, CloseSession
+        # again), also while their closing is being stored.
+        self._closed: OrderedDict[str, SessionRecord] = OrderedDict()
+        # A previous run's sessions: found in the state database at start,
+        # then being re-attached (their calls wait on these futures).
+        self._records: list[SessionRecord] = []
+        self._adopting: dict[str, asyncio.Future[None]] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._closes = 0
         self._creating = 0
         self._shutting_down = False
         self._reaped = False
@@ -100,15 +135,34 @@ class SessionManager:
             self._pool = WarmPool(config, backend, self._ensure_reaped, self._has_room)
 
     async def start(self) -> None:
+        if self._durable is not None:
+            await self._durable.purge_closed()
+            self._records = await self._durable.open_records()
+            loop = asyncio.get_running_loop()
+            self._adopting = {r.id: loop.create_future() for r in self._records}
         try:
-            await self._reap_previous_run()
+            await self._ensure_reaped()
         except EngineUnavailable as exc:
             # Serve anyway (CreateSession answers UNAVAILABLE meanwhile); the
-            # leftovers are removed before the first sandbox is created.
-            log.warning("%s; will retry before the first session", exc)
+            # leftovers are removed and the sessions re-adopted once it answers.
+            log.warning("%s; will retry until the engine answers", exc)
+            self._spawn(self._reconcile_later())
         self.egress.sweep(self._sessions)
         if self._pool is not None:
             self._pool.start()
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _reconcile_later(self) -> None:
+        while not self._reaped and not self._shutting_down:
+            await asyncio.sleep(RECONCILE_RETRY_S)
+            try:
+                await self._ensure_reaped()
+            except EngineUnavailable:
+                continue
 
     @property
     def pool(self) -> WarmPool | None:
@@ -142,12 +196,82 @@ class SessionManager:
                 await self._reap_previous_run()
 
     async def _reap_previous_run(self) -> None:
-        reaped = await self._backend.reap_owned()
+        """Remove containers of this instance nobody has state for, close the
+        records whose container is gone, start re-attaching the others."""
+        if self._durable is None:
+            reaped = await self._backend.reap_owned()
+        else:
+            owned = {sid for sid in await self._backend.list_owned() if sid}
+            known = {r.id for r in self._records} | set(self._sessions)
+            stale = owned - known
+            await asyncio.gather(
+                *(self._backend.destroy(sid) for sid in stale), return_exceptions=True
+            )
+            reaped = len(stale)
+            adopter = Adopter(
+                self._durable,
+                self._backend,
+                self._new_journal,
+                self._secrets,
+                self._adopted,
+                self._record_lost,
+            )
+            records, self._records = self._records, []
+            for record in records:
+                if record.id in owned:
+                    self._spawn(self._adopt(adopter, record))
+                else:
+                    await self._record_lost(record, "its container is gone")
         self._reaped = True
         if reaped:
             log.info(
                 "removed %d sandbox(es) left by a previous run of %s", reaped, self._config.instance
             )
+
+    def _new_journal(self) -> Journal:
+        return Journal(
+            self._config.journal_max_results,
+            self._config.journal_max_bytes,
+            self._config.journal_max_ids,
+        )
+
+    async def _adopt(self, adopter: Adopter, record: SessionRecord) -> None:
+        try:
+            await adopter.adopt(record)
+        finally:
+            waiting = self._adopting.pop(record.id, None)
+            if waiting is not None and not waiting.done():
+                waiting.set_result(None)
+
+    async def _adopted(self, session: Session) -> None:
+        """A previous run's session, re-attached: serve it again."""
+        if self._shutting_down:
+            session.sandbox.abort("the daemon is shutting down")
+            return
+        self.quotas.count(session.tenant, session.limits)
+        self._sessions[session.id] = session
+        self._watch(session)
+        if session.network.enabled:
+            await self._connect(session)
+        self._metrics.session_created("adopted", 0.0)
+
+    def _watch(self, session: Session) -> None:
+        """A sandbox that dies on its own closes its session at once (sandbox_lost)."""
+        session.sandbox.watch(lambda reason: self._spawn(self.lose(session, reason)))
+
+    async def _record_lost(self, record: SessionRecord, why: str) -> None:
+        """A previous run's session whose sandbox is gone: closed, sandbox_lost."""
+        log.warning("session %s lost its sandbox while the daemon was down: %s", record.id, why)
+        with contextlib.suppress(EngineUnavailable, BadRequest):
+            await self._backend.destroy(record.id)
+        assert self._durable is not None
+        await self._durable.close_session(record.id, REASON_LOST, time.time())
+        record.state, record.closed_reason, record.closed_at = CLOSED, REASON_LOST, time.time()
+        self._remember_closed(record)
+        self._metrics.session_closed(REASON_LOST)
+        waiting = self._adopting.pop(record.id, None)
+        if waiting is not None and not waiting.done():
+            waiting.set_result(None)
 
     # -- lifecycle ----------------------------------------------------------
     async def create(self, tenant: str, request: SessionRequest) -> Session:
@@ -204,15 +328,12 @@ class SessionManager:
                 self._config.default_idle_seconds,
                 self._config.max_idle_seconds,
             ),
-            journal=Journal(
-                self._config.journal_max_results,
-                self._config.journal_max_bytes,
-                self._config.journal_max_ids,
-            ),
+            journal=self._new_journal(),
             secrets=names,
             redactor=Redactor({name: self._secrets[name] for name in names}),
         )
         self._sessions[session_id] = session
+        self._watch(session)
         if self._shutting_down:
             await self._close(session)
             msg = "the daemon is shutting down"
@@ -230,6 +351,13 @@ class SessionManager:
                 await upload_tar(session, WORKSPACE, request.workspace_tar)
             except BaseException:
                 await self._close(session, "its workspace_tar could not be unpacked")
+                raise
+        if self._durable is not None:
+            session.journal.sink = SessionSink(self._durable, session)
+            try:
+                await self._durable.save_session(record_of(session))
+            except BaseException:
+                await self._close(session, "its record could not be stored")
                 raise
         source = SOURCE_COLD if session_id == spec_id else SOURCE_POOL
         self._metrics.session_created(source, time.monotonic() - started)
@@ -305,12 +433,55 @@ class SessionManager:
                 raise EngineUnavailable(msg) from exc
             raise
 
+    async def lookup(self, tenant: str, session_id: str) -> Session:
+        """`get`, after waiting (bounded) for the session's re-adoption."""
+        waiting = self._adopting.get(session_id)
+        if waiting is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(waiting), self._config.create_timeout_s)
+            except TimeoutError:
+                msg = f"session {session_id!r} is still being re-adopted after a restart; retry"
+                raise EngineUnavailable(msg) from None
+        return self.get(tenant, session_id)
+
+    async def describe(self, tenant: str, session_id: str) -> Session | SessionRecord:
+        """An open (or closing) session, or the record of one closed within the last hour."""
+        try:
+            return await self.lookup(tenant, session_id)
+        except SessionNotFound:
+            closing = self._sessions.get(session_id)
+            if closing is not None and closing.tenant == tenant:
+                return closing  # state "closing"
+            record = await self._closed_record(tenant, session_id)
+            if record is None:
+                raise
+            return record
+
+    def _remember_closed(self, record: SessionRecord) -> None:
+        self._closed[record.id] = record
+        while len(self._closed) > CLOSED_MEMORY:
+            self._closed.popitem(last=False)
+
+    async def _closed_record(self, tenant: str, session_id: str) -> SessionRecord | None:
+        record = self._closed.get(session_id)
+        if record is not None and record.closed_at < time.time() - CLOSED_KEEP_S:
+            record = None
+        if record is None and self._durable is not None:
+            record = await self._durable.closed_record(session_id)
+        return record if record is not None and record.tenant == tenant else None
+
     def get(self, tenant: str, session_id: str) -> Session:
         session = self._sessions.get(session_id)
         if session is None or session.tenant != tenant or session.state != READY:
             msg = f"no open session {session_id!r}"
             raise SessionNotFound(msg)
         return session
+
+    async def adoption_done(self) -> None:
+        """Wait (bounded) until a previous run's sessions are re-adopted or lost."""
+        pending = [asyncio.shield(f) for f in self._adopting.values()]
+        if pending:
+            await asyncio.wait(pending, timeout=self._config.create_timeout_s)
 
     def sessions_of(self, tenant: str) -> list[Session]:
         return [s for s in self._sessions.values() if s.tenant == tenant and s.state == READY]
@@ -321,22 +492,29 @@ class SessionManager:
 
     async def expire(self, session: Session, reason: str) -> None:
         """Close `session` for `reason` (TTL or idle); its running calls get it."""
-        await self._close(session, reason)
-        self._metrics.session_closed("idle" if "(idle limit)" in reason else "ttl")
+        code = REASON_IDLE if "(idle limit)" in reason else REASON_TTL
+        await self._close(session, reason, code)
+        self._metrics.session_closed(code)
         self._on_ended(session, reason)
 
     async def close(self, tenant: str, session_id: str) -> str:
+        waiting = self._adopting.get(session_id)
+        if waiting is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(waiting), self._config.create_timeout_s)
         session = self._sessions.get(session_id)
         if session is None or session.tenant != tenant:
-            if self._closed.get(session_id) == tenant:
+            if await self._closed_record(tenant, session_id) is not None:
                 return CLOSED
             msg = f"no session {session_id!r}"
             raise SessionNotFound(msg)
         await self._close(session)
-        self._metrics.session_closed("closed")
+        self._metrics.session_closed(REASON_CLOSED)
         return CLOSED
 
-    async def _close(self, session: Session, reason: str = "the session was closed") -> None:
+    async def _close(
+        self, session: Session, reason: str = "the session was closed", code: str = REASON_CLOSED
+    ) -> None:
         if session.state == READY:
             session.state = CLOSING
             session.sandbox.abort(reason)
@@ -345,29 +523,53 @@ class SessionManager:
             await self._backend.destroy(session.id)
         finally:
             session.state = CLOSED
+            session.closed_reason = session.closed_reason or code
             if self._sessions.pop(session.id, None) is not None:
                 self.quotas.release(session.tenant, session.limits)
-            self._closed[session.id] = session.tenant
-            while len(self._closed) > CLOSED_MEMORY:
-                self._closed.popitem(last=False)
+            closed = record_of(session)
+            closed.closed_at = time.time()
+            self._remember_closed(closed)
             if self._pool is not None:
                 self._pool.start()  # a slot under max_sessions may have come free
-            log.info("session %s closed", session.id)
+            log.info("session %s closed", session.id, extra={"reason": session.closed_reason})
+        if self._durable is not None:
+            # Before CloseSession answers: closing again stays idempotent after a restart.
+            await self._durable.close_session(session.id, session.closed_reason, time.time())
+            self._closes += 1
+            if self._closes % PURGE_EVERY == 0:
+                self._spawn(self._durable.purge_closed())
 
     async def lose(self, session: Session, reason: str) -> None:
         """The sandbox died under a call or transfer: close the session, once."""
         if session.state != READY:
             return
         log.warning("session %s lost its sandbox: %s", session.id, reason)
-        await self._close(session, reason)
-        self._metrics.session_closed("sandbox_lost")
+        await self._close(session, reason, REASON_LOST)
+        self._metrics.session_closed(REASON_LOST)
         self._on_ended(session, reason)
 
-    async def shutdown(self) -> None:
-        """Answer every in-flight call (SANDBOX_LOST) and close every session."""
+    async def shutdown(self, keep: bool = False) -> None:
+        """Stop serving sessions: with `keep`, answer in-flight calls
+        UNAVAILABLE (DaemonStopping) and leave every sandbox running for the
+        next start; else answer them SANDBOX_LOST and close every session.
+        Warm containers are removed either way."""
         self._shutting_down = True
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._pool is not None:
             await self._pool.close()
+        if keep:
+            stopping = DaemonStopping(
+                "the daemon is restarting; the call keeps running in its sandbox: "
+                "retry with the same call id"
+            )
+            for session in list(self._sessions.values()):
+                session.sandbox.abort("the daemon is restarting", stopping)
+            # Let the aborted calls end their RPCs before the connections go.
+            await asyncio.sleep(0)
+            await self.egress.shutdown()
+            return
         sessions = list(self._sessions.values())
         for session in sessions:
             if session.state == READY:
@@ -375,8 +577,11 @@ class SessionManager:
                 session.sandbox.abort("the daemon is shutting down")
         # Let the aborted calls turn into results before sandboxes vanish.
         await asyncio.sleep(0)
-        await asyncio.gather(*(self._close(s) for s in sessions), return_exceptions=True)
+        await asyncio.gather(
+            *(self._close(s, "the daemon is shutting down", REASON_SHUTDOWN) for s in sessions),
+            return_exceptions=True,
+        )
         for session in sessions:
-            self._metrics.session_closed("shutdown")
+            self._metrics.session_closed(REASON_SHUTDOWN)
             self._on_ended(session, "the daemon is shutting down")
         await self.egress.shutdown()

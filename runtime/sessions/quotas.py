@@ -58,6 +58,14 @@ class TenantQuotas:
         usage.memory_bytes += limits.memory_bytes
         usage.cpus += limits.cpus
 
+    def count(self, tenant: str, limits: Limits) -> None:
+        """Count a re-adopted session's share without checking it: it was
+        admitted by the previous run, and closing it releases it."""
+        usage = self._usage.setdefault(tenant, Usage())
+        usage.sessions += 1
+        usage.memory_bytes += limits.memory_bytes
+        usage.cpus += limits.cpus
+
     def check_secrets(self, tenant: str, names: list[str]) -> None:
         """PERMISSION_DENIED for a secret name outside the tenant's `secrets` (the seam
         for sessions with secrets: CreateSession calls it once requests carry names)."""

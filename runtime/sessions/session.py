@@ -66,6 +66,8 @@ class Session:
     # builds from file contents itself (its repr shows names only).
     secrets: list[str] = field(default_factory=list)
     redactor: Redactor = field(default_factory=Redactor)
+    # Why it closed (state.sessions REASON_*), once it has.
+    closed_reason: str = ""
 
     @property
     def expires_at(self) -> float:

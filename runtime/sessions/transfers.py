@@ -119,7 +119,7 @@ class Transfers:
     ) -> tuple[int, int]:
         """Unpack the tar archive `chunks` make up below `dest` in the session;
         (files, bytes) unpacked. The session is checked before a chunk is read."""
-        session = self._manager.get(tenant, session_id)
+        session = await self._manager.lookup(tenant, session_id)
         async with self._using(session), self._streaming:
             return await upload_tar(session, dest, chunks)
 
@@ -127,7 +127,7 @@ class Transfers:
         self, tenant: str, session_id: str, paths: list[str]
     ) -> AsyncGenerator[bytes, None]:
         """A tar archive of the session's `paths` (each under its base name), in chunks."""
-        session = self._manager.get(tenant, session_id)
+        session = await self._manager.lookup(tenant, session_id)
         async with (
             self._using(session),
             self._streaming,

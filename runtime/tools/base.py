@@ -38,6 +38,9 @@ class ToolContext:
     allowlist: PathPolicy = field(default_factory=PathPolicy)
     # Redacts the session's secrets from what a tool builds of file contents.
     redactor: Redactor = field(default_factory=Redactor)
+    # A previous daemon started this call and never answered it: commands
+    # are sent with `resume` (the agent answers with the result it kept).
+    resume: bool = False
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,11 @@ class Tool(Generic[ArgsT]):
     # Read-only tools of one batch may run in parallel; the others are
     # serialized per session, in call order.
     read_only: bool = False
+    # Its side effects happen in one agent command carrying the call id, so
+    # a call cut off by a daemon restart can be resumed (ToolContext.resume).
+    # A call of a tool that is neither this nor read-only answers
+    # OUTCOME_UNKNOWN when it was cut off.
+    resumable: bool = False
 
     def schema(self) -> dict[str, Any]:
         return self.arguments.model_json_schema()

@@ -169,6 +169,7 @@ async def run_tests(ctx: ToolContext, args: RunTestsArgs) -> dict[str, Any]:
         cwd=cwd,
         env=command_env(ctx.env, None),
         call_id=ctx.call_id,
+        resume=ctx.resume,
         timeout_s=ctx.limits.call_timeout_s,
         grace_s=ctx.kill_grace_s,
         output_cap=ctx.limits.output_cap_bytes,
@@ -223,4 +224,5 @@ error, no tests collected) `output` holds the end of its console output. \
 Limited by the session's call timeout. {NO_NETWORK}""",
     arguments=RunTestsArgs,
     run=run_tests,
+    resumable=True,
 )

@@ -207,6 +207,7 @@ def exec_request(
         cwd=cwd,
         env=env,
         call_id=call_id,
+        resume=ctx.resume,
         timeout_s=timeout,
         # Silence longer than the deadline can never be noticed: leave it off.
         idle_timeout_s=idle if idle < timeout else 0,
@@ -301,4 +302,5 @@ SHELL = Tool(
     arguments=ShellArgs,
     run=run_shell,
     read_only=False,
+    resumable=True,
 )

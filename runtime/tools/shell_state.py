@@ -97,3 +97,31 @@ class ShellState:
             )
             note = f"{note}; {kept}" if note else kept
         return note
+
+
+def dump_tool_state(state: dict[str, object]) -> dict[str, object]:
+    """A session's tool state as JSON data (what the state database keeps)."""
+    shell = state.get(STATE_KEY)
+    if not isinstance(shell, ShellState):
+        return {}
+    return {
+        STATE_KEY: {
+            "cwd": shell.cwd,
+            "env_set": dict(shell.env_set),
+            "env_unset": sorted(shell.env_unset),
+        }
+    }
+
+
+def load_tool_state(data: dict[str, object]) -> dict[str, object]:
+    """`dump_tool_state` undone (a re-adopted session's shell goes on where it was)."""
+    shell = data.get(STATE_KEY)
+    if not isinstance(shell, dict):
+        return {}
+    return {
+        STATE_KEY: ShellState(
+            cwd=str(shell.get("cwd") or HOME),
+            env_set={str(k): str(v) for k, v in dict(shell.get("env_set") or {}).items()},
+            env_unset={str(k) for k in list(shell.get("env_unset") or [])},
+        )
+    }

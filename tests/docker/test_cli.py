@@ -17,9 +17,7 @@ import grpc
 import pytest
 
 from runtime.client import Client, ToolrtRpcError
-from tests.helpers import containers_of, wait_for
-
-from .test_lifecycle import free_port
+from tests.helpers import containers_of, free_port, wait_for
 
 pytestmark = pytest.mark.docker
 
@@ -162,6 +160,7 @@ def test_serve_takes_settings_from_file_env_and_flags(docker_client, tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLRT_")}
     env["TOOLRT_DEFAULT_TTL_SECONDS"] = "2"
     env["TOOLRT_MAX_SESSIONS"] = "5"
+    env["TOOLRT_STATE_DIR"] = str(tmp_path / "state")
     target = f"127.0.0.1:{free_port()}"
     args = ["serve", "--config", str(config), "--listen", target, "--instance", instance]
     args += ["--max-sessions", "1", "--reaper-interval", "0.2"]

@@ -94,6 +94,7 @@ def test_a_session_through_the_installed_wheel_from_any_directory(
     config = tmp_path / "toolrt.toml"
     config.write_text(
         f'listen = "{target}"\ninstance = "{instance}"\nagent_dir = "{agent_dir}"\n'
+        f'state_dir = "{tmp_path / "state"}"\nshutdown = "close"\n'
         '[extra_labels]\n"toolrt.test" = "1"\n'
     )
     env_client = {**env, "TOOLRT_TARGET": target}

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import io
-import os
 import signal
-import subprocess
-import sys
 import tarfile
 import threading
 import time
@@ -20,7 +17,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
 from runtime.client import Client, ToolrtRpcError
 from tests.conftest import TEST_LABEL
-from tests.helpers import containers_of, wait_for
+from tests.helpers import DaemonProcess, containers_of, free_port, wait_for
 
 pytestmark = pytest.mark.docker
 
@@ -36,9 +33,9 @@ def test_get_list_close_and_close_again(client, docker_client):
     with pytest.raises(docker.errors.NotFound):
         docker_client.containers.get(f"toolrt-{session.id}")
     assert client.close_session(session.id) == "closed"  # idempotent
-    with pytest.raises(ToolrtRpcError) as err:
-        client.get_session(session.id)
-    assert err.value.code == grpc.StatusCode.NOT_FOUND
+    closed = client.get_session(session.id)  # remembered for an hour, with why
+    assert (closed.state, closed.closed_reason) == ("closed", "closed")
+    assert closed.image == session.image and closed.created_at == session.created_at
     assert client.list_sessions() == []
     with pytest.raises(ToolrtRpcError) as err:
         client.call(session.id, "shell", {"command": "true"})
@@ -171,53 +168,6 @@ def test_health_and_reflection_are_served(daemon):
 # -- the daemon as a separate process ---------------------------------------------
 
 
-class DaemonProcess:
-    """`toolrt serve` in a child process, its log in a file."""
-
-    def __init__(self, instance: str, port: int, log_path) -> None:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLRT_")}
-        env["TOOLRT_POOL_SIZE"] = "0"  # warm by default; these tests count containers
-        self.target = f"127.0.0.1:{port}"
-        self.log_path = log_path
-        with open(log_path, "ab") as log:
-            self.proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "runtime",
-                    "serve",
-                    "--listen",
-                    self.target,
-                    "--instance",
-                    instance,
-                ],
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        channel = grpc.insecure_channel(self.target)
-        try:
-            grpc.channel_ready_future(channel).result(timeout=30)
-        finally:
-            channel.close()
-
-    def log(self) -> str:
-        return self.log_path.read_text()
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait(10)
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def instance(docker_client):
     name = f"test-{uuid.uuid4().hex[:10]}"
@@ -252,8 +202,9 @@ def test_sigterm_answers_in_flight_calls_and_leaves_no_container(docker_client, 
 
 
 def test_orphans_of_a_killed_daemon_are_reaped_at_next_start(docker_client, instance, tmp_path):
+    # Containers with no state to re-adopt them by (here: the state is gone) are removed.
     port = free_port()
-    first = DaemonProcess(instance, port, tmp_path / "first.log")
+    first = DaemonProcess(instance, port, tmp_path / "first.log", tmp_path / "lost-state")
     try:
         with Client(first.target) as client:
             client.create_session(labels={TEST_LABEL: "1"})

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import subprocess
 import sys
 import uuid
 from pathlib import Path
 from typing import Any
 
+import docker
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
@@ -59,11 +62,32 @@ def test_mcp_front_serves_the_tools_in_one_session_per_connection(docker_client,
         assert seen["unknown"].structured_content["error"]["code"] == "UNKNOWN_TOOL"
         (container,) = seen["containers"]
         assert container.labels["toolrt.session"]
+        assert container.labels["toolrt.mcp.pid"] and container.labels["toolrt.mcp.started"]
         # The client has disconnected: the session's sandbox is gone.
         assert containers_of(docker_client, instance) == []
     finally:
         for container in containers_of(docker_client, instance):
             container.remove(force=True)
+
+
+def test_containers_of_fronts_that_are_gone_are_removed_at_start(docker_client, tmp_path):
+    finished = subprocess.Popen(["true"])
+    finished.wait()  # its pid (and start time) name no running front
+    dead_pid = str(finished.pid)
+    labels = {"toolrt.test": "1", "toolrt.mcp.pid": dead_pid, "toolrt.mcp.started": "1.00"}
+    orphan = docker_client.containers.create(
+        "toolrt-sandbox:default", ["sleep", "60"], labels=labels, network_mode="none"
+    )
+    instance = f"test-mcp-{uuid.uuid4().hex[:10]}"
+    try:
+        with open(tmp_path / "stderr", "w") as errlog:
+            asyncio.run(mcp_conversation(["--instance", instance], errlog, lambda: None))
+        with pytest.raises(docker.errors.NotFound):
+            orphan.reload()
+        assert "MCP fronts that are gone" in (tmp_path / "stderr").read_text()
+    finally:
+        with contextlib.suppress(docker.errors.NotFound):
+            orphan.remove(force=True)
 
 
 def test_mcp_front_on_a_running_daemon(daemon, tmp_path, docker_client):

@@ -225,7 +225,8 @@ from runtime.sandbox.fake import FakeBackend
 from runtime.server.app import Daemon
 
 async def main():
-    daemon = Daemon(build_core(Config(listen="127.0.0.1:0", pool_size=0), backend=FakeBackend()))
+    config = Config(listen="127.0.0.1:0", pool_size=0, state_dir=sys.argv[1], shutdown="close")
+    daemon = Daemon(build_core(config, backend=FakeBackend()))
     await daemon.start()
     await daemon.stop()
 
@@ -236,9 +237,12 @@ sys.exit(1 if loaded else 0)
 """
 
 
-def test_tracing_off_imports_no_opentelemetry():
+def test_tracing_off_imports_no_opentelemetry(tmp_path):
     done = subprocess.run(
-        [sys.executable, "-c", NO_SDK_WHEN_OFF], capture_output=True, text=True, timeout=60
+        [sys.executable, "-c", NO_SDK_WHEN_OFF, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert done.returncode == 0, done.stdout + done.stderr
 

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 from urllib.parse import urlparse
 
 import docker
+from docker.models.containers import _create_container_args
 from docker.types import LogConfig
 
 from runtime.agent.protocol import RELAY_DIR
@@ -33,6 +34,7 @@ from runtime.sandbox.backend import (
     LABEL_DAEMON,
     LABEL_SESSION,
     LABEL_TENANT,
+    Adopted,
     ConnectedSandbox,
     EngineInfo,
     SandboxBackend,
@@ -62,6 +64,8 @@ DOCKER_API_VERSION = "1.41"
 # Capabilities the agent needs to start commands as the sandbox user and to
 # kill them; commands themselves end up with none.
 AGENT_CAPS = ["SETUID", "SETGID", "KILL"]
+# How long a re-attached agent has to answer the resync signal.
+RESYNC_TIMEOUT_S = 10.0
 
 
 def container_name(session_id: str) -> str:
@@ -181,21 +185,60 @@ class DockerBackend:
             relay = make_relay_dir(self._config, spec.session_id)
             kwargs["volumes"][relay] = {"bind": RELAY_DIR, "mode": "ro"}
         try:
-            container = self._docker().containers.create(**kwargs)
+            api = self._docker().api
+            args = _create_container_args({**kwargs, "version": api._version})
+            name = args.pop("name")
+            config = api.create_container_config(**args)
+            # docker-py closes stdin when the attach ends (StdinOnce): the
+            # agent must outlive its daemon, and a new daemon attach again.
+            config["StdinOnce"] = False
+            created = api.create_container_from_config(config, name)
         except BaseException:
             remove_relay_dir(self._config, spec.session_id)
             raise
-        return str(container.id)
+        return str(created["Id"])
 
-    async def _attach(self, container_id: str, session_id: str, what: str) -> AgentConnection:
+    async def _attach(
+        self, container_id: str, session_id: str, what: str, resync: bool = False
+    ) -> AgentConnection:
         reader, writer = await open_attach(
             self._socket, DOCKER_API_VERSION, container_id, what, self._config.docker_timeout_s
         )
         connection = AgentConnection(
-            session_id, DockerAttachSource(reader, session_id), writer, self._epoch
+            session_id, DockerAttachSource(reader, session_id), writer, self._epoch, resync
         )
         connection.start()
         return connection
+
+    async def adopt(self, sandbox_id: str) -> Adopted:
+        """Re-attach the running container a previous daemon left: attach,
+        signal the agent to resync (SIGUSR1), then hello. Raises if the
+        container is not running or its agent does not answer."""
+        what = f"re-attach sandbox {sandbox_id}"
+        name = container_name(sandbox_id)
+        state = await self._run(what, lambda: self._docker().api.inspect_container(name)["State"])
+        if not state.get("Running"):
+            msg = f"{what}: its container is {state.get('Status', 'not running')}"
+            raise EngineUnavailable(msg)
+        connection = await self._attach(name, sandbox_id, what, resync=True)
+        timeout = self._config.create_timeout_s
+        try:
+            await self._run(what, self._docker().api.kill, name, "SIGUSR1")
+            try:
+                await connection.resynced(RESYNC_TIMEOUT_S)
+            except TimeoutError:
+                msg = (
+                    f"{what}: its agent did not resync within {RESYNC_TIMEOUT_S:g} s (agents "
+                    "older than protocol version 4 cannot be re-adopted)"
+                )
+                raise EngineUnavailable(msg) from None
+            hello = await AgentClient(connection).hello(timeout)
+        except BaseException:
+            connection.close()
+            raise
+        sandbox = ConnectedSandbox(sandbox_id, connection)
+        self._live[sandbox_id] = sandbox
+        return Adopted(sandbox, hello)
 
     async def create(self, spec: SandboxSpec) -> ConnectedSandbox:
         what = f"create sandbox {spec.session_id}"
@@ -287,6 +330,21 @@ class DockerBackend:
 
     async def list_owned(self) -> list[str]:
         return await self._run("list sandboxes", self._owned)
+
+    async def remove_labelled(self, key: str, keep: Callable[[dict[str, str]], bool]) -> int:
+        """Remove the containers of any instance that carry label `key` and
+        that `keep(labels)` refuses (e.g. those of MCP fronts that are gone)."""
+
+        def remove() -> int:
+            api = self._docker().api
+            found = api.containers(all=True, filters={"label": key})
+            doomed = [c["Id"] for c in found if not keep(c.get("Labels") or {})]
+            for container_id in doomed:
+                with tolerate_gone():
+                    api.remove_container(container_id, force=True, v=True)
+            return len(doomed)
+
+        return await self._run(f"remove containers labelled {key}", remove)
 
     async def reap_owned(self) -> int:
         owned = [sid for sid in await self.list_owned() if sid]

@@ -87,7 +87,7 @@ class CreateSessionRequest(_message.Message):
     def __init__(self, image: _Optional[str] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., allowlist: _Optional[_Union[Allowlist, _Mapping]] = ..., env: _Optional[_Mapping[str, str]] = ..., ttl_seconds: _Optional[int] = ..., idle_seconds: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., workspace_tar: _Optional[bytes] = ..., secrets: _Optional[_Iterable[str]] = ..., network: _Optional[_Union[NetworkPolicy, _Mapping]] = ..., runtime: _Optional[str] = ...) -> None: ...
 
 class Session(_message.Message):
-    __slots__ = ("id", "state", "image", "limits", "allowlist", "created_at", "expires_at", "labels", "calls", "ttl_seconds", "idle_seconds", "tenant", "secrets", "network", "runtime")
+    __slots__ = ("id", "state", "image", "limits", "allowlist", "created_at", "expires_at", "labels", "calls", "ttl_seconds", "idle_seconds", "tenant", "secrets", "network", "runtime", "closed_reason")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -110,6 +110,7 @@ class Session(_message.Message):
     SECRETS_FIELD_NUMBER: _ClassVar[int]
     NETWORK_FIELD_NUMBER: _ClassVar[int]
     RUNTIME_FIELD_NUMBER: _ClassVar[int]
+    CLOSED_REASON_FIELD_NUMBER: _ClassVar[int]
     id: str
     state: str
     image: str
@@ -125,7 +126,8 @@ class Session(_message.Message):
     secrets: _containers.RepeatedScalarFieldContainer[str]
     network: NetworkPolicy
     runtime: str
-    def __init__(self, id: _Optional[str] = ..., state: _Optional[str] = ..., image: _Optional[str] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., allowlist: _Optional[_Union[Allowlist, _Mapping]] = ..., created_at: _Optional[float] = ..., expires_at: _Optional[float] = ..., labels: _Optional[_Mapping[str, str]] = ..., calls: _Optional[int] = ..., ttl_seconds: _Optional[float] = ..., idle_seconds: _Optional[float] = ..., tenant: _Optional[str] = ..., secrets: _Optional[_Iterable[str]] = ..., network: _Optional[_Union[NetworkPolicy, _Mapping]] = ..., runtime: _Optional[str] = ...) -> None: ...
+    closed_reason: str
+    def __init__(self, id: _Optional[str] = ..., state: _Optional[str] = ..., image: _Optional[str] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., allowlist: _Optional[_Union[Allowlist, _Mapping]] = ..., created_at: _Optional[float] = ..., expires_at: _Optional[float] = ..., labels: _Optional[_Mapping[str, str]] = ..., calls: _Optional[int] = ..., ttl_seconds: _Optional[float] = ..., idle_seconds: _Optional[float] = ..., tenant: _Optional[str] = ..., secrets: _Optional[_Iterable[str]] = ..., network: _Optional[_Union[NetworkPolicy, _Mapping]] = ..., runtime: _Optional[str] = ..., closed_reason: _Optional[str] = ...) -> None: ...
 
 class GetSessionRequest(_message.Message):
     __slots__ = ("session_id",)

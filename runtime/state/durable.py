@@ -1,0 +1,138 @@
+"""The daemon's durable state, for the event loop: sessions and the call journal.
+
+Every statement runs on one writer thread (SQLite's one writer, and never
+the event loop: a write waits for its fsync). A write that fails (disk
+full, read-only file, a broken database) raises StateUnavailable naming
+the path, so the work it was to record is refused (UNAVAILABLE, retryable)
+rather than done without a trace; what was written before stays.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import sqlite3
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+from runtime.config import Config
+from runtime.errors import StateUnavailable
+from runtime.models import ToolResult
+from runtime.state.db import StateDB, default_state_dir
+from runtime.state.journal_store import JOURNAL, JournalRow, JournalStore
+from runtime.state.sessions import SESSIONS, SessionRecord, SessionStore
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+def state_dir_of(config: Config) -> str:
+    return config.state_dir or default_state_dir(config.instance)
+
+
+class Durable:
+    """Async access to the sessions and journal tables of one StateDB."""
+
+    def __init__(self, db: StateDB, config: Config) -> None:
+        self.db = db
+        self.sessions = SessionStore(db)
+        self.journal = JournalStore(db, config.journal_max_results, config.journal_max_ids)
+        self._writer = ThreadPoolExecutor(1, thread_name_prefix="state")
+        self._closed = False
+
+    @classmethod
+    def open(cls, config: Config) -> Durable:
+        """Open (and migrate) the database; StateError stops the start-up."""
+        return cls(StateDB.open(state_dir_of(config), [SESSIONS, JOURNAL]), config)
+
+    @property
+    def path(self) -> str:
+        return self.db.path
+
+    async def _run(self, fn: Callable[..., T], *args: object) -> T:
+        if self._closed:
+            msg = f"state database {self.db.path} is closed (the daemon is stopping)"
+            raise StateUnavailable(msg)
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self._writer, fn, *args)
+        except sqlite3.Error as exc:
+            msg = (
+                f"state database {self.db.path} cannot be written ({exc}); no new work is "
+                "accepted until it can (free disk space, fix its permissions)"
+            )
+            log.error("%s", msg)
+            raise StateUnavailable(msg) from exc
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[None]:
+        with self.db.lock:
+            self.db.conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+                self.db.conn.execute("COMMIT")
+            except BaseException:
+                with contextlib.suppress(sqlite3.Error):
+                    self.db.conn.execute("ROLLBACK")
+                raise
+
+    # -- sessions -----------------------------------------------------------
+    async def save_session(self, record: SessionRecord) -> None:
+        await self._run(self.sessions.save, record)
+
+    async def touch_session(
+        self, session_id: str, calls: int, last_used_at: float, tool_state: str
+    ) -> None:
+        await self._run(self.sessions.touch, session_id, calls, last_used_at, tool_state)
+
+    async def close_session(self, session_id: str, reason: str, when: float) -> None:
+        def both() -> None:
+            with self._transaction():
+                self.sessions.close(session_id, reason, when)
+                self.journal.drop(session_id)
+
+        await self._run(both)
+
+    async def open_records(self) -> list[SessionRecord]:
+        return await self._run(self.sessions.open_records)
+
+    async def closed_record(self, session_id: str) -> SessionRecord | None:
+        return await self._run(self.sessions.closed_record, session_id)
+
+    async def purge_closed(self) -> int:
+        return await self._run(self.sessions.purge_closed)
+
+    # -- the journal --------------------------------------------------------
+    async def call_started(self, session_id: str, call_id: str, fingerprint: str) -> None:
+        await self._run(self.journal.begin, session_id, call_id, fingerprint)
+
+    async def call_finished(
+        self,
+        session_id: str,
+        call_id: str,
+        fingerprint: str,
+        result: ToolResult,
+        touch: tuple[int, float, str] | None = None,
+    ) -> None:
+        """The call's result and, in the same transaction, what it changed of
+        its session (`touch`: calls, last use, tools' state as JSON)."""
+
+        def both() -> None:
+            with self._transaction():
+                self.journal.finish(session_id, call_id, fingerprint, result)
+                if touch is not None:
+                    self.sessions.touch(session_id, *touch)
+
+        await self._run(both)
+
+    async def journal_rows(self, session_id: str) -> list[JournalRow]:
+        return await self._run(self.journal.rows, session_id)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._writer.shutdown(wait=True)
+        self.db.close()

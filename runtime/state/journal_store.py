@@ -1,0 +1,137 @@
+"""The call journal in the state database: exactly once across restarts.
+
+A call with side effects gets a `running` row before it starts and its
+final result (`done`) before the answer is sent, so a daemon that died at
+any point knows, for every call id it accepted, whether it was answered
+(answer from here) or may still be running in the sandbox (ask the agent,
+which keeps results until they are acknowledged). Read-only calls are
+written only when they end: running one again is harmless.
+
+Bounded like the in-memory journal: past `max_results` rows a session's
+oldest results are dropped (the id and fingerprint stay, enough to refuse a
+repeat), past `max_results + max_ids` the ids go too.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from runtime.models import ToolErrorInfo, ToolResult
+from runtime.state.db import Component, StateDB
+
+RUNNING = "running"
+DONE = "done"
+# Results dropped by the bound: the id is remembered, the answer is not.
+FORGOTTEN = "forgotten"
+# Trimming costs two statements: done every this many results of a session.
+TRIM_EVERY = 64
+
+JOURNAL = Component(
+    "journal",
+    [
+        """
+        CREATE TABLE journal (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            session_id TEXT NOT NULL,
+            call_id TEXT NOT NULL,
+            fingerprint TEXT NOT NULL,
+            status TEXT NOT NULL,
+            result TEXT,
+            UNIQUE (session_id, call_id)
+        );
+        CREATE INDEX journal_session ON journal (session_id, seq)
+        """
+    ],
+)
+
+
+@dataclass(frozen=True)
+class JournalRow:
+    call_id: str
+    fingerprint: str
+    status: str
+    result: ToolResult | None
+
+
+def result_to_json(result: ToolResult) -> str:
+    error = None
+    if result.error is not None:
+        error = [result.error.code, result.error.message, result.error.retryable]
+    return json.dumps(
+        {"id": result.call_id, "out": result.output, "err": error, "ms": result.duration_ms},
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
+
+
+def result_from_json(text: str) -> ToolResult:
+    data: dict[str, Any] = json.loads(text)
+    error = ToolErrorInfo(*data["err"]) if data.get("err") else None
+    return ToolResult(data["id"], data["out"], error, int(data.get("ms", 0)))
+
+
+class JournalStore:
+    """The `journal` table; every method is one transaction."""
+
+    def __init__(self, db: StateDB, max_results: int = 1024, max_ids: int = 20_000) -> None:
+        self._db = db
+        self._max_results = max(1, max_results)
+        self._max_ids = max(0, max_ids)
+        self._since_trim: dict[str, int] = {}
+
+    def begin(self, session_id: str, call_id: str, fingerprint: str) -> None:
+        with self._db.lock:
+            self._db.conn.execute(
+                "INSERT OR IGNORE INTO journal (session_id, call_id, fingerprint, status) "
+                "VALUES (?, ?, ?, 'running')",
+                (session_id, call_id, fingerprint),
+            )
+
+    def finish(self, session_id: str, call_id: str, fingerprint: str, result: ToolResult) -> None:
+        with self._db.lock:
+            self._db.conn.execute(
+                "INSERT INTO journal (session_id, call_id, fingerprint, status, result) "
+                "VALUES (?, ?, ?, 'done', ?) ON CONFLICT (session_id, call_id) "
+                "DO UPDATE SET status = 'done', result = excluded.result",
+                (session_id, call_id, fingerprint, result_to_json(result)),
+            )
+            count = self._since_trim.get(session_id, 0) + 1
+            self._since_trim[session_id] = count
+            if count >= TRIM_EVERY:
+                self._since_trim[session_id] = 0
+                self._trim(session_id)
+
+    def _trim(self, session_id: str) -> None:
+        conn = self._db.conn
+        conn.execute(
+            "UPDATE journal SET status = 'forgotten', result = NULL WHERE session_id = ? "
+            "AND status = 'done' AND seq <= (SELECT seq FROM journal WHERE session_id = ? "
+            "ORDER BY seq DESC LIMIT 1 OFFSET ?)",
+            (session_id, session_id, self._max_results),
+        )
+        conn.execute(
+            "DELETE FROM journal WHERE session_id = ? AND seq <= (SELECT seq FROM journal "
+            "WHERE session_id = ? ORDER BY seq DESC LIMIT 1 OFFSET ?)",
+            (session_id, session_id, self._max_results + self._max_ids),
+        )
+
+    def rows(self, session_id: str) -> list[JournalRow]:
+        """The session's calls, oldest first (what a re-adopted session remembers)."""
+        with self._db.lock:
+            found = self._db.conn.execute(
+                "SELECT call_id, fingerprint, status, result FROM journal "
+                "WHERE session_id = ? ORDER BY seq",
+                (session_id,),
+            ).fetchall()
+        return [
+            JournalRow(cid, fp, status, result_from_json(res) if res else None)
+            for cid, fp, status, res in found
+        ]
+
+    def drop(self, session_id: str) -> None:
+        """Forget a closed session's calls."""
+        self._since_trim.pop(session_id, None)
+        with self._db.lock:
+            self._db.conn.execute("DELETE FROM journal WHERE session_id = ?", (session_id,))
