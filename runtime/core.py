@@ -24,6 +24,9 @@ from runtime.sessions.manager import SessionManager
 from runtime.sessions.reaper import Reaper
 from runtime.sessions.session import Session
 from runtime.sessions.transfers import Transfers
+from runtime.snapshots.service import Snapshots
+from runtime.snapshots.store import SnapshotStore
+from runtime.state.db import default_state_dir
 from runtime.tools.registry import Registry, default_registry
 
 
@@ -46,6 +49,8 @@ class Core:
     # What operators see: metrics, traces, the log context; the Admin* RPCs' answers.
     obs: Observability
     admin: Admin
+    # Snapshots, forks and restores; their store under state_dir.
+    snapshots: Snapshots
 
     async def start(self, *, reap_expired: bool = True) -> None:
         """Reap a previous run's sandboxes, fill the pool, start the reaper.
@@ -65,6 +70,7 @@ class Core:
             await self.manager.shutdown()
         finally:
             self.audit.close()
+            self.snapshots.store.close()
             await self.backend.close()
             self.obs.stop()
 
@@ -108,6 +114,21 @@ def build_core(
     calls = Calls(config, manager, registry, obs)
     transfers = Transfers(manager)
     admin = Admin(config, backend, manager, obs)
+    store = SnapshotStore(
+        config.state_dir or default_state_dir(config.instance), config.snapshot_ttl_seconds
+    )
+    snapshots = Snapshots(config, manager, store)
     return Core(
-        config, backend, registry, manager, calls, transfers, reaper, audit, egress, obs, admin
+        config,
+        backend,
+        registry,
+        manager,
+        calls,
+        transfers,
+        reaper,
+        audit,
+        egress,
+        obs,
+        admin,
+        snapshots,
     )

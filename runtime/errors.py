@@ -17,6 +17,7 @@
         ├── Unauthenticated      UNAUTHENTICATED
         ├── PermissionDenied     PERMISSION_DENIED
         ├── SessionNotFound      NOT_FOUND
+        ├── SnapshotNotFound     NOT_FOUND (worded alike for another tenant's and an expired one)
         ├── BadRequest           INVALID_ARGUMENT
         ├── SessionUnusable      FAILED_PRECONDITION
         ├── AdmissionRefused     RESOURCE_EXHAUSTED
@@ -140,6 +141,10 @@ class SessionNotFound(RequestError):
     status = grpc.StatusCode.NOT_FOUND
 
 
+class SnapshotNotFound(RequestError):
+    status = grpc.StatusCode.NOT_FOUND
+
+
 class BadRequest(RequestError):
     status = grpc.StatusCode.INVALID_ARGUMENT
 
@@ -179,6 +184,7 @@ REQUEST_ERRORS: tuple[type[RequestError], ...] = (
     Unauthenticated,
     PermissionDenied,
     SessionNotFound,
+    SnapshotNotFound,
     BadRequest,
     SessionUnusable,
     AdmissionRefused,
