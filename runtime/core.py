@@ -111,13 +111,13 @@ def build_core(
         lambda: len(manager.live_sessions()), lambda: manager.pool.ready() if manager.pool else 0
     )
     reaper = Reaper(manager.live_sessions, manager.expire, config.reaper_interval_s)
-    calls = Calls(config, manager, registry, obs)
-    transfers = Transfers(manager)
-    admin = Admin(config, backend, manager, obs)
     store = SnapshotStore(
         config.state_dir or default_state_dir(config.instance), config.snapshot_ttl_seconds
     )
     snapshots = Snapshots(config, manager, store)
+    calls = Calls(config, manager, registry, obs, snapshots)
+    transfers = Transfers(manager)
+    admin = Admin(config, backend, manager, obs)
     return Core(
         config,
         backend,

@@ -54,6 +54,7 @@ class ToolRuntimeService(pb_grpc.ToolRuntimeServicer):
                 )
             else:
                 session = await self._manager.create(who.tenant, asked)
+                await self._snapshots.started(session, bool(asked.workspace_tar))
         try:
             self._audit.session("session.create", who, session.id, image=session.image)
         except BaseException:

@@ -24,14 +24,15 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 from runtime.errors import BadRequest
-from runtime.snapshots.store import CHUNK, Entry, SnapshotStore, Staging
+from runtime.snapshots.staging import CHUNK, Staging
+from runtime.snapshots.store import Entry, SnapshotStore
 
 # Tar's block; a member's data is padded to it, and two zero blocks end it.
 BLOCK = 512
 MODE_BITS = 0o777
 
 
-class _Bridge:
+class Bridge:
     """A blocking file over an async generator: the worker thread's reads
     each take one chunk from the event loop."""
 
@@ -64,7 +65,7 @@ class _Bridge:
         return data
 
 
-def _area_and_path(name: str, areas: dict[str, str]) -> tuple[str, str]:
+def area_and_path(name: str, areas: dict[str, str]) -> tuple[str, str]:
     """A member's (area, path below it); BadRequest for a name no pack makes."""
     parts = name.split("/")
     if (
@@ -85,7 +86,7 @@ def _read_members(source: Any, staging: Staging, areas: dict[str, str]) -> list[
         with tarfile.open(fileobj=source, mode="r|") as tar:
             for member in tar:
                 tar.members.clear()  # type: ignore[attr-defined]  # one pass: keep none
-                area, path = _area_and_path(member.name, areas)
+                area, path = area_and_path(member.name, areas)
                 if not path:
                     continue  # the area itself exists in every sandbox
                 mode = member.mode & MODE_BITS
@@ -114,7 +115,7 @@ async def capture(
     """Read the agent's archive of `areas` (name in the archive → path) into
     `staging`; the manifest, in archive order."""
     async with contextlib.aclosing(chunks):
-        bridge = _Bridge(chunks, asyncio.get_running_loop())
+        bridge = Bridge(chunks, asyncio.get_running_loop())
         entries = await asyncio.to_thread(_read_members, bridge, staging, areas)
         # The padding after the end blocks, and the agent's final answer
         # (a failure of the pack surfaces here).

@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from runtime.config import Config, Limits
@@ -28,12 +29,14 @@ from runtime.sessions.manager import SessionManager, SessionRequest
 from runtime.sessions.session import Allowlist, Session
 from runtime.sessions.transfers import as_request_errors, session_activity
 from runtime.snapshots.archive import area_name, capture, restore_chunks
-from runtime.snapshots.store import FORK, USER, Entry, Snapshot, SnapshotStore, new_id
+from runtime.snapshots.store import FORK, START, USER, Entry, Snapshot, SnapshotStore, new_id
 from runtime.tools.shell_state import STATE_KEY, ShellState
 
 log = logging.getLogger(__name__)
 
 MAX_FORKS = 16
+# Where a session keeps the id of its start snapshot ("" for an empty workspace).
+START_KEY = "snapshots.start"
 # Slack over the areas' limits for tar headers in an archive's byte cap.
 ARCHIVE_SLACK = 16 << 20
 
@@ -57,6 +60,7 @@ class Snapshots:
     async def _take(self, session: Session, label: str, include_tmp: bool, kind: str) -> Snapshot:
         # A fork's transient snapshot is gone when the fork returns: no quota.
         max_bytes = self._max_bytes(session.tenant) if kind == USER else None
+        await self._purge_orphans()
         staging = await asyncio.to_thread(self.store.staging, session.tenant, max_bytes)
         paths = [WORKSPACE, TMP] if include_tmp else [WORKSPACE]
         cap = session.limits.workspace_bytes + session.limits.tmp_bytes + ARCHIVE_SLACK
@@ -70,19 +74,7 @@ class Snapshots:
         except BaseException:
             staging.discard()
             raise
-        now = time.time()
-        snapshot = Snapshot(
-            id=new_id(),
-            tenant=session.tenant,
-            session_id=session.id,
-            label=label,
-            kind=kind,
-            created_at=now,
-            expires_at=now + self.store.ttl_seconds,
-            bytes=sum(e.size for e in entries),
-            files=sum(1 for e in entries if e.kind != "dir"),
-            source=_source_of(session, include_tmp),
-        )
+        snapshot = self._new(session, label, kind, entries, _source_of(session, include_tmp))
         await asyncio.to_thread(self.store.commit, snapshot, entries, staging, max_bytes)
         log.info(
             "snapshot %s of session %s: %d files, %d bytes",
@@ -93,6 +85,63 @@ class Snapshots:
             extra={"session_id": session.id},
         )
         return snapshot
+
+    def _new(
+        self, session: Session, label: str, kind: str, entries: list[Entry], source: dict[str, Any]
+    ) -> Snapshot:
+        now = time.time()
+        return Snapshot(
+            id=new_id(),
+            tenant=session.tenant,
+            session_id=session.id,
+            label=label,
+            kind=kind,
+            created_at=now,
+            expires_at=now + self.store.ttl_seconds,
+            bytes=sum(e.size for e in entries),
+            files=sum(1 for e in entries if e.kind != "dir"),
+            source=source,
+        )
+
+    # -- a session's start (workspace_diff's "start") --------------------------
+    async def started(self, session: Session, seeded: bool) -> None:
+        """Record what the new session's workspace holds: nothing (free), or,
+        when an archive seeded it, a snapshot of it (deduplicated)."""
+        session.tool_state[START_KEY] = ""
+        if not seeded:
+            return  # (and the store is not even opened)
+        try:
+            async with self._using(session), session.write_lock:
+                start = await self._take(session, "", False, START)
+        except Exception as exc:  # noqa: BLE001 - workspace_diff says so; the session is fine
+            log.warning("session %s: no start snapshot (%s)", session.id, exc)
+            session.tool_state[START_KEY] = None
+            return
+        session.tool_state[START_KEY] = start.id
+
+    async def baseline(
+        self, session: Session, since: str
+    ) -> tuple[list[Entry], Callable[[str], bytes]]:
+        """The workspace entries `since` ("start" or a snapshot id of the
+        session's tenant), and a reader of their blobs."""
+        if since == "start":
+            start = session.tool_state.get(START_KEY, "")
+            if start is None:
+                msg = "this session's start was not recorded; pass a snapshot id as since"
+                raise BadRequest(msg)
+            if not start:
+                return [], self.store.read_blob
+            snapshot_id = start
+        else:
+            snapshot_id = self.store.get(session.tenant, since).id
+        entries = await asyncio.to_thread(self.store.entries, snapshot_id)
+        return [e for e in entries if e.area == area_name(WORKSPACE)], self.store.read_blob
+
+    async def _purge_orphans(self) -> None:
+        """Start snapshots live as long as their session (no hook sees every
+        close: the next store operation removes those of closed sessions)."""
+        live = {s.id for s in self._manager.live_sessions()}
+        await asyncio.to_thread(self.store.purge_orphans, START, live)
 
     def _max_bytes(self, tenant: str) -> int | None:
         quota = self._config.quota_of(tenant)
@@ -163,6 +212,10 @@ class Snapshots:
         session = await self._manager.create(tenant, request)
         try:
             await self._apply(session, snapshot, entries)
+            await self._purge_orphans()
+            start = self._new(session, "", START, entries, snapshot.source)
+            await asyncio.to_thread(self.store.copy, start, entries)
+            session.tool_state[START_KEY] = start.id
         except BaseException:
             with contextlib.suppress(Exception):
                 await self._manager.close(tenant, session.id)

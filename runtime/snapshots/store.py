@@ -23,7 +23,6 @@ the next store operation.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import shutil
@@ -34,14 +33,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from runtime.errors import AdmissionRefused, SnapshotNotFound
+from runtime.errors import SnapshotNotFound
+from runtime.snapshots.staging import Staging, over_quota
 from runtime.state.db import Component, StateDB
 
 ID_PREFIX = "snap_"
 # Snapshot kinds: the ones clients made, a session's implicit one at
 # creation (workspace_diff's "start"), and a fork's transient one.
 USER, START, FORK = "user", "start", "fork"
-CHUNK = 1 << 20
 
 COMPONENT = Component(
     "snapshots",
@@ -117,59 +116,6 @@ def new_id() -> str:
     return ID_PREFIX + uuid.uuid4().hex
 
 
-class Staging:
-    """Blobs of one capture, written apart from the store until `commit`.
-
-    `room` is how many new bytes the tenant may still store (None: no
-    ceiling); a capture that goes past it stops at that file.
-    """
-
-    def __init__(self, path: str, known: set[str], room: int | None) -> None:
-        self.path = path
-        self.known = known
-        self.room = room
-        self.new_bytes = 0
-        self.blobs: dict[str, int] = {}
-        os.makedirs(path, mode=0o700)
-
-    def add(self, source: IO[bytes], size: int) -> str:
-        """Store `size` bytes read from `source`; their SHA-256."""
-        digest = hashlib.sha256()
-        temp = os.path.join(self.path, "incoming")
-        with open(temp, "wb") as out:
-            left = size
-            while left:
-                data = source.read(min(CHUNK, left))
-                if not data:
-                    msg = "the sandbox's archive ended inside a file"
-                    raise OSError(msg)
-                digest.update(data)
-                out.write(data)
-                left -= len(data)
-        sha = digest.hexdigest()
-        if sha in self.known or sha in self.blobs:
-            os.unlink(temp)
-            return sha
-        self.new_bytes += size
-        if self.room is not None and self.new_bytes > self.room:
-            os.unlink(temp)
-            raise _over_quota(self.room, self.new_bytes)
-        os.rename(temp, os.path.join(self.path, sha))
-        self.blobs[sha] = size
-        return sha
-
-    def discard(self) -> None:
-        shutil.rmtree(self.path, ignore_errors=True)
-
-
-def _over_quota(room: int, wanted: int) -> AdmissionRefused:
-    msg = (
-        f"the snapshot would store {wanted} new bytes, and the tenant's snapshot_max_bytes "
-        f"leaves room for {room}; delete snapshots (DeleteSnapshot) or ask for a larger quota"
-    )
-    return AdmissionRefused(msg)
-
-
 class SnapshotStore:
     """Every tenant's snapshots under `state_dir/snapshots`, their metadata
     in the state database (`db`, or opened there on first use: a daemon that
@@ -223,13 +169,13 @@ class SnapshotStore:
                 wanted = {e.sha256: e.size for e in entries if e.kind == "file"}
                 new = sum(size for sha, size in wanted.items() if sha not in known)
                 if max_bytes is not None and sum(known.values()) + new > max_bytes:
-                    raise _over_quota(max(0, max_bytes - sum(known.values())), new)
+                    raise over_quota(max(0, max_bytes - sum(known.values())), new)
                 for sha in staging.blobs:
                     target = self._blob_path(sha)
                     if not os.path.exists(target):
                         os.makedirs(os.path.dirname(target), mode=0o700, exist_ok=True)
                         os.rename(os.path.join(staging.path, sha), target)
-                missing = [sha for sha in wanted if not os.path.exists(self._blob_path(sha))]
+                missing = [sha for sha in wanted if not self._has(sha)]
                 if missing:
                     msg = f"blob {missing[0]} of the snapshot is missing from the store"
                     raise OSError(msg)
@@ -237,6 +183,20 @@ class SnapshotStore:
         finally:
             staging.discard()
         return snapshot
+
+    def copy(self, snapshot: Snapshot, entries: list[Entry]) -> Snapshot:
+        """A snapshot of entries already stored (rows only: the blobs are
+        shared), e.g. a session's start from the snapshot it was made from."""
+        with self._lock:
+            missing = [e.path for e in entries if e.kind == "file" and not self._has(e.sha256)]
+            if missing:
+                msg = f"no snapshot holds {missing[0]!r} any more (deleted meanwhile?)"
+                raise SnapshotNotFound(msg)
+            self._insert(snapshot, entries)
+        return snapshot
+
+    def _has(self, sha256: str) -> bool:
+        return os.path.exists(self._blob_path(sha256))
 
     def _insert(self, snapshot: Snapshot, entries: list[Entry]) -> None:
         with self._db.lock:
@@ -303,6 +263,10 @@ class SnapshotStore:
             ).fetchall()
         return [Entry(*row) for row in rows]
 
+    def read_blob(self, sha256: str) -> bytes:
+        with self.open_blob(sha256) as f:
+            return f.read()
+
     @contextlib.contextmanager
     def open_blob(self, sha256: str) -> Iterator[IO[bytes]]:
         with open(self._blob_path(sha256), "rb") as f:
@@ -338,6 +302,16 @@ class SnapshotStore:
     def discard(self, snapshot_id: str) -> None:
         """Remove a snapshot the daemon made for itself (a fork's, a session's start)."""
         self._remove([snapshot_id])
+
+    def purge_orphans(self, kind: str, live_session_ids: set[str]) -> None:
+        """Remove the daemon's own snapshots of `kind` whose session is gone."""
+        with self._db.lock:
+            rows = self._db.conn.execute(
+                "SELECT id, session_id FROM snapshots WHERE kind = ?", (kind,)
+            ).fetchall()
+        gone = [row[0] for row in rows if row[1] not in live_session_ids]
+        if gone:
+            self._remove(gone)
 
     def purge_expired(self) -> None:
         with self._db.lock:

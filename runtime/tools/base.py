@@ -14,6 +14,8 @@ from runtime.policy.allowlist import PathPolicy
 from runtime.sandbox.agent_client import AgentClient
 
 ArgsT = TypeVar("ArgsT", bound=BaseModel)
+# (snapshot manifest entries, read a blob by its SHA-256)
+Baseline = tuple[list[Any], Callable[[str], bytes]]
 
 
 @dataclass
@@ -38,6 +40,9 @@ class ToolContext:
     allowlist: PathPolicy = field(default_factory=PathPolicy)
     # Redacts the session's secrets from what a tool builds of file contents.
     redactor: Redactor = field(default_factory=Redactor)
+    # workspace_diff's other side: the session's workspace entries at "start"
+    # or at a snapshot id, and a reader of their contents by hash.
+    baseline: Callable[[str], Awaitable[Baseline]] | None = None
 
 
 @dataclass(frozen=True)
