@@ -149,3 +149,31 @@ def test_the_tenants_snapshot_quota_refuses_before_storing(make_daemon, tmp_path
         client.delete_snapshot(first.id)
         client.delete_snapshot(second.id)
         assert not [p for p in (state / "snapshots" / "blobs").rglob("*") if p.is_file()]
+
+
+def test_the_cli_snapshots_forks_restores_lists_and_deletes(make_daemon, tmp_path, capsys):
+    from runtime.cli.main import main as cli_main
+
+    daemon = make_daemon(state_dir=str(tmp_path / "state"))
+    target = ["--target", daemon.target]
+    with Client(daemon.target) as client, client.session() as session:
+        out(session, "echo v1 > f")
+        assert cli_main(["snapshot", session.id, "--label", "first", *target]) == 0
+        line = capsys.readouterr().out
+        snap_id = line.split("\t")[0]
+        assert snap_id.startswith("snap_") and line.rstrip().endswith("label=first")
+        assert cli_main(["snapshots", "ls", *target]) == 0
+        assert capsys.readouterr().out.split("\t")[0] == snap_id
+        assert cli_main(["fork", snap_id, "-n", "2", *target]) == 0
+        fork_ids = capsys.readouterr().out.split()
+        assert len(fork_ids) == 2
+        for fork_id in fork_ids:
+            assert client.call(fork_id, "read_file", {"path": "f"}).output["content"] == "v1\n"
+            client.close_session(fork_id)
+        out(session, "echo v2 > f")
+        assert cli_main(["restore", session.id, snap_id, *target]) == 0
+        assert "stopped processes: none" in capsys.readouterr().out
+        assert out(session, "cat f") == "v1\n"
+        assert cli_main(["snapshots", "rm", snap_id, *target]) == 0
+        assert cli_main(["fork", snap_id, *target]) == 2
+        assert "NOT_FOUND" in capsys.readouterr().err
