@@ -34,33 +34,62 @@ class Staging:
         os.makedirs(path, mode=0o700)
 
     def add(self, source: IO[bytes], size: int) -> str:
-        """Store `size` bytes read from `source`; their SHA-256."""
+        """Store `size` bytes read from `source`; their SHA-256.
+
+        A file up to CHUNK is hashed in memory first, so content the store
+        holds already (most files of a repeated snapshot) never touches the
+        disk; a larger one streams through a temporary file.
+        """
+        if size <= CHUNK:
+            data = _read_exactly(source, size)
+            sha = hashlib.sha256(data).hexdigest()
+            if not self._is_new(sha, size):
+                return sha
+            with open(os.path.join(self.path, sha), "wb") as out:
+                out.write(data)
+            self.blobs[sha] = size
+            return sha
         digest = hashlib.sha256()
         temp = os.path.join(self.path, "incoming")
         with open(temp, "wb") as out:
             left = size
             while left:
-                data = source.read(min(CHUNK, left))
-                if not data:
-                    msg = "the sandbox's archive ended inside a file"
-                    raise OSError(msg)
+                data = _read_exactly(source, min(CHUNK, left))
                 digest.update(data)
                 out.write(data)
                 left -= len(data)
         sha = digest.hexdigest()
-        if sha in self.known or sha in self.blobs:
+        try:
+            new = self._is_new(sha, size)
+        except AdmissionRefused:
+            os.unlink(temp)
+            raise
+        if not new:
             os.unlink(temp)
             return sha
-        self.new_bytes += size
-        if self.room is not None and self.new_bytes > self.room:
-            os.unlink(temp)
-            raise over_quota(self.room, self.new_bytes)
         os.rename(temp, os.path.join(self.path, sha))
         self.blobs[sha] = size
         return sha
 
+    def _is_new(self, sha: str, size: int) -> bool:
+        """Whether the blob must be stored; over the room: RESOURCE_EXHAUSTED."""
+        if sha in self.known or sha in self.blobs:
+            return False
+        self.new_bytes += size
+        if self.room is not None and self.new_bytes > self.room:
+            raise over_quota(self.room, self.new_bytes)
+        return True
+
     def discard(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
+
+
+def _read_exactly(source: IO[bytes], size: int) -> bytes:
+    data = source.read(size)
+    if len(data) != size:
+        msg = "the sandbox's archive ended inside a file"
+        raise OSError(msg)
+    return data
 
 
 def over_quota(room: int, wanted: int) -> AdmissionRefused:
