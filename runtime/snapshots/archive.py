@@ -103,7 +103,7 @@ def _read_members(source: Any, staging: Staging, areas: dict[str, str]) -> list[
                         Entry(area, path, "file", mode, member.size, sha, mtime=int(member.mtime))
                     )
                 # Anything else (pack makes none) is no part of a snapshot.
-    except tarfile.TarError as exc:
+    except (tarfile.TarError, EOFError) as exc:
         msg = f"the sandbox's archive is not a readable tar stream: {exc}"
         raise BadRequest(msg) from exc
     return entries

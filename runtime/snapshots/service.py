@@ -16,20 +16,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
+import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from runtime.config import Config, Limits
 from runtime.constants import TMP, WORKSPACE
 from runtime.egress.service import NetworkRequest, proxy_env
-from runtime.errors import BadRequest
+from runtime.errors import AdmissionRefused, BadRequest, EngineUnavailable
 from runtime.sessions.manager import SessionManager, SessionRequest
 from runtime.sessions.session import Allowlist, Session
 from runtime.sessions.transfers import as_request_errors, session_activity
 from runtime.snapshots.archive import area_name, capture, restore_chunks
 from runtime.snapshots.store import FORK, START, USER, Entry, Snapshot, SnapshotStore, new_id
+from runtime.state.db import StateError
 from runtime.tools.shell_state import STATE_KEY, ShellState
 
 log = logging.getLogger(__name__)
@@ -60,6 +63,12 @@ class Snapshots:
     async def _take(self, session: Session, label: str, include_tmp: bool, kind: str) -> Snapshot:
         # A fork's transient snapshot is gone when the fork returns: no quota.
         max_bytes = self._max_bytes(session.tenant) if kind == USER else None
+        with _stored():
+            return await self._capture(session, label, include_tmp, kind, max_bytes)
+
+    async def _capture(
+        self, session: Session, label: str, include_tmp: bool, kind: str, max_bytes: int | None
+    ) -> Snapshot:
         await self._purge_orphans()
         staging = await asyncio.to_thread(self.store.staging, session.tenant, max_bytes)
         paths = [WORKSPACE, TMP] if include_tmp else [WORKSPACE]
@@ -133,8 +142,8 @@ class Snapshots:
                 return [], self.store.read_blob
             snapshot_id = start
         else:
-            snapshot_id = self.store.get(session.tenant, since).id
-        entries = await asyncio.to_thread(self.store.entries, snapshot_id)
+            snapshot_id = (await self._get(session.tenant, since)).id
+        entries = await self._entries(snapshot_id)
         return [e for e in entries if e.area == area_name(WORKSPACE)], self.store.read_blob
 
     async def _purge_orphans(self) -> None:
@@ -148,14 +157,21 @@ class Snapshots:
         return quota.snapshot_max_bytes if quota is not None else None
 
     # -- reading and removing -------------------------------------------------
-    def get(self, tenant: str, snapshot_id: str) -> Snapshot:
-        return self.store.get(tenant, snapshot_id)
+    async def _get(self, tenant: str, snapshot_id: str) -> Snapshot:
+        with _stored():
+            return await asyncio.to_thread(self.store.get, tenant, snapshot_id)
+
+    async def _entries(self, snapshot_id: str) -> list[Entry]:
+        with _stored():
+            return await asyncio.to_thread(self.store.entries, snapshot_id)
 
     async def listed(self, tenant: str) -> list[Snapshot]:
-        return await asyncio.to_thread(self.store.listed, tenant)
+        with _stored():
+            return await asyncio.to_thread(self.store.listed, tenant)
 
     async def delete(self, tenant: str, snapshot_id: str) -> None:
-        await asyncio.to_thread(self.store.delete, tenant, snapshot_id)
+        with _stored():
+            await asyncio.to_thread(self.store.delete, tenant, snapshot_id)
 
     # -- restoring ------------------------------------------------------------
     async def restore(
@@ -164,8 +180,8 @@ class Snapshots:
         """Roll the session's files and shell state back to the snapshot, in
         place; its background processes are stopped first (their ids)."""
         session = self._manager.get(tenant, session_id)
-        snapshot = self.store.get(tenant, snapshot_id)
-        entries = await asyncio.to_thread(self.store.entries, snapshot.id)
+        snapshot = await self._get(tenant, snapshot_id)
+        entries = await self._entries(snapshot.id)
         _check_fits(snapshot, entries, session.limits)
         async with self._using(session), session.write_lock:
             stopped = await self._stop_background(session)
@@ -184,7 +200,7 @@ class Snapshots:
     async def _apply(self, session: Session, snapshot: Snapshot, entries: list[Entry]) -> None:
         """Replace the session's areas by the snapshot's, then its shell state."""
         areas = [WORKSPACE, TMP] if snapshot.source.get("include_tmp") else [WORKSPACE]
-        with as_request_errors(session):
+        with _stored(), as_request_errors(session):
             for path in areas:
                 chunks = restore_chunks(self.store, entries, area_name(path))
                 async with contextlib.aclosing(chunks):
@@ -200,8 +216,8 @@ class Snapshots:
     async def create_from(self, tenant: str, request: SessionRequest, snapshot_id: str) -> Session:
         """CreateSession{from_snapshot}: the request's settings, the snapshot's
         files and shell state."""
-        snapshot = self.store.get(tenant, snapshot_id)
-        entries = await asyncio.to_thread(self.store.entries, snapshot.id)
+        snapshot = await self._get(tenant, snapshot_id)
+        entries = await self._entries(snapshot.id)
         limits = request.limits.merged_over(self._config.defaults, self._config.maxima)
         _check_fits(snapshot, entries, limits)
         return await self._session_from(tenant, request, snapshot, entries)
@@ -212,9 +228,10 @@ class Snapshots:
         session = await self._manager.create(tenant, request)
         try:
             await self._apply(session, snapshot, entries)
-            await self._purge_orphans()
-            start = self._new(session, "", START, entries, snapshot.source)
-            await asyncio.to_thread(self.store.copy, start, entries)
+            with _stored():
+                await self._purge_orphans()
+                start = self._new(session, "", START, entries, snapshot.source)
+                await asyncio.to_thread(self.store.copy, start, entries)
             session.tool_state[START_KEY] = start.id
         except BaseException:
             with contextlib.suppress(Exception):
@@ -239,9 +256,9 @@ class Snapshots:
             async with self._using(parent), parent.write_lock:
                 snapshot = transient = await self._take(parent, "", True, FORK)
         else:
-            snapshot = self.store.get(tenant, snapshot_id)
+            snapshot = await self._get(tenant, snapshot_id)
         try:
-            entries = await asyncio.to_thread(self.store.entries, snapshot.id)
+            entries = await self._entries(snapshot.id)
             request = _request_from(snapshot.source)
             results = await asyncio.gather(
                 *(self._session_from(tenant, request, snapshot, entries) for _ in range(count)),
@@ -265,6 +282,22 @@ class Snapshots:
 
     def _using(self, session: Session) -> contextlib.AbstractAsyncContextManager[None]:
         return session_activity(self._manager, session)
+
+
+@contextlib.contextmanager
+def _stored() -> Iterator[None]:
+    """The store's own failures as request errors: a full disk is
+    RESOURCE_EXHAUSTED, anything else about state_dir UNAVAILABLE."""
+    try:
+        yield
+    except (OSError, sqlite3.Error, StateError) as exc:
+        full = isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+        if full or "full" in str(exc):
+            msg = "the daemon's state directory is full; no snapshot can be stored now"
+            raise AdmissionRefused(msg) from exc
+        log.warning("snapshot store failure: %s", exc)
+        msg = f"the daemon's snapshot store failed: {exc}"
+        raise EngineUnavailable(msg) from exc
 
 
 def _check_fits(snapshot: Snapshot, entries: list[Entry], limits: Limits) -> None:

@@ -87,8 +87,9 @@ class Staging:
 def _read_exactly(source: IO[bytes], size: int) -> bytes:
     data = source.read(size)
     if len(data) != size:
+        # Not OSError: that would be the store's own failure.
         msg = "the sandbox's archive ended inside a file"
-        raise OSError(msg)
+        raise EOFError(msg)
     return data
 
 

@@ -35,7 +35,7 @@ from typing import IO, Any
 
 from runtime.errors import SnapshotNotFound
 from runtime.snapshots.staging import Staging, over_quota
-from runtime.state.db import Component, StateDB
+from runtime.state.db import FILE_NAME, Component, StateDB
 
 ID_PREFIX = "snap_"
 # Snapshot kinds: the ones clients made, a session's implicit one at
@@ -134,6 +134,10 @@ class SnapshotStore:
 
     @property
     def _db(self) -> StateDB:
+        return self._open()
+
+    def _open(self) -> StateDB:
+        """The database, opened (and the store's directories made) on first use."""
         with self._open_lock:
             if self._opened is None:
                 db = StateDB.open(self._state_dir, [COMPONENT])
@@ -144,6 +148,14 @@ class SnapshotStore:
                 self._opened = db
             return self._opened
 
+    def _rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        """A query's rows; none from a store never written (reading one,
+        e.g. ListSnapshots, creates nothing under state_dir)."""
+        if self._opened is None and not os.path.exists(os.path.join(self._state_dir, FILE_NAME)):
+            return []
+        with self._db.lock:
+            return list(self._db.conn.execute(sql, params).fetchall())
+
     def close(self) -> None:
         with self._open_lock:
             if self._opened is not None:
@@ -153,7 +165,8 @@ class SnapshotStore:
     # -- capture ------------------------------------------------------------
     def staging(self, tenant: str, max_bytes: int | None) -> Staging:
         """Where a capture for `tenant` writes its blobs (the ceiling applied as it goes)."""
-        self.purge_expired()  # (which opens the store on first use)
+        self._open()  # a capture is what creates the store
+        self.purge_expired()
         known = self._tenant_blobs(tenant)
         room = None if max_bytes is None else max(0, max_bytes - sum(known.values()))
         return Staging(os.path.join(self._staging, uuid.uuid4().hex), set(known), room)
@@ -235,32 +248,29 @@ class SnapshotStore:
     def get(self, tenant: str, snapshot_id: str) -> Snapshot:
         """The tenant's live snapshot; NOT_FOUND, worded alike, for another's,
         an expired one, or none."""
-        with self._db.lock:
-            row = self._db.conn.execute(
-                "SELECT * FROM snapshots WHERE id = ? AND tenant = ? AND expires_at > ?",
-                (snapshot_id, tenant, time.time()),
-            ).fetchone()
-        if row is None:
+        rows = self._rows(
+            "SELECT * FROM snapshots WHERE id = ? AND tenant = ? AND expires_at > ?",
+            (snapshot_id, tenant, time.time()),
+        )
+        if not rows:
             msg = f"no snapshot {snapshot_id[:80]!r}"
             raise SnapshotNotFound(msg)
-        return _snapshot(row)
+        return _snapshot(rows[0])
 
     def listed(self, tenant: str, kind: str = USER) -> list[Snapshot]:
         self.purge_expired()
-        with self._db.lock:
-            rows = self._db.conn.execute(
-                "SELECT * FROM snapshots WHERE tenant = ? AND kind = ? ORDER BY created_at",
-                (tenant, kind),
-            ).fetchall()
+        rows = self._rows(
+            "SELECT * FROM snapshots WHERE tenant = ? AND kind = ? ORDER BY created_at",
+            (tenant, kind),
+        )
         return [_snapshot(row) for row in rows]
 
     def entries(self, snapshot_id: str) -> list[Entry]:
-        with self._db.lock:
-            rows = self._db.conn.execute(
-                "SELECT area, path, kind, mode, size, sha256, linkname, mtime "
-                "FROM snapshot_entries WHERE snapshot_id = ? ORDER BY seq",
-                (snapshot_id,),
-            ).fetchall()
+        rows = self._rows(
+            "SELECT area, path, kind, mode, size, sha256, linkname, mtime "
+            "FROM snapshot_entries WHERE snapshot_id = ? ORDER BY seq",
+            (snapshot_id,),
+        )
         return [Entry(*row) for row in rows]
 
     def read_blob(self, sha256: str) -> bytes:
@@ -278,21 +288,16 @@ class SnapshotStore:
 
     def stored_bytes(self) -> int:
         """Bytes of every blob in the store (what deduplication saves shows here)."""
-        with self._db.lock:
-            row = self._db.conn.execute(
-                "SELECT COALESCE(SUM(size), 0) FROM "
-                "(SELECT DISTINCT sha256, size FROM snapshot_entries WHERE kind = 'file')"
-            ).fetchone()
-        return int(row[0])
+        rows = self._rows("SELECT DISTINCT sha256, size FROM snapshot_entries WHERE kind = 'file'")
+        return sum(int(row[1]) for row in rows)
 
     def _tenant_blobs(self, tenant: str) -> dict[str, int]:
-        with self._db.lock:
-            rows = self._db.conn.execute(
-                "SELECT DISTINCT e.sha256, e.size FROM snapshot_entries e "
-                "JOIN snapshots s ON s.id = e.snapshot_id WHERE s.tenant = ? AND e.kind = 'file'",
-                (tenant,),
-            ).fetchall()
-        return dict(rows)
+        rows = self._rows(
+            "SELECT DISTINCT e.sha256, e.size FROM snapshot_entries e "
+            "JOIN snapshots s ON s.id = e.snapshot_id WHERE s.tenant = ? AND e.kind = 'file'",
+            (tenant,),
+        )
+        return {str(sha): int(size) for sha, size in rows}
 
     # -- removal ------------------------------------------------------------
     def delete(self, tenant: str, snapshot_id: str) -> None:
@@ -305,19 +310,13 @@ class SnapshotStore:
 
     def purge_orphans(self, kind: str, live_session_ids: set[str]) -> None:
         """Remove the daemon's own snapshots of `kind` whose session is gone."""
-        with self._db.lock:
-            rows = self._db.conn.execute(
-                "SELECT id, session_id FROM snapshots WHERE kind = ?", (kind,)
-            ).fetchall()
+        rows = self._rows("SELECT id, session_id FROM snapshots WHERE kind = ?", (kind,))
         gone = [row[0] for row in rows if row[1] not in live_session_ids]
         if gone:
             self._remove(gone)
 
     def purge_expired(self) -> None:
-        with self._db.lock:
-            rows = self._db.conn.execute(
-                "SELECT id FROM snapshots WHERE expires_at <= ?", (time.time(),)
-            ).fetchall()
+        rows = self._rows("SELECT id FROM snapshots WHERE expires_at <= ?", (time.time(),))
         if rows:
             self._remove([row[0] for row in rows])
 

@@ -45,3 +45,41 @@ def test_a_session_of_another_tenant_cannot_be_snapshot_or_forked(secure_daemon,
         for call in (lambda: bob.snapshot(session.id), lambda: bob.fork(session.id, 2)):
             assert refusal(call).code == grpc.StatusCode.NOT_FOUND
     assert alice.list_snapshots() == []
+
+
+def test_snapshots_outlive_the_daemon(make_daemon, tmp_path):
+    from runtime.client import Client
+
+    state = str(tmp_path / "state")
+    first = make_daemon(backend="fake", state_dir=state)
+    with Client(first.target) as client, client.session() as session:
+        assert session.call("write_file", {"path": "a.txt", "content": "kept"}).ok
+        snap = session.snapshot(label="L")
+    first.stop()
+    second = make_daemon(backend="fake", state_dir=state)
+    with Client(second.target) as client:
+        assert [(s.id, s.label) for s in client.list_snapshots()] == [(snap.id, "L")]
+        with client.session(from_snapshot=snap.id) as copy:
+            assert copy.call("read_file", {"path": "a.txt"}).output["content"] == "kept"
+
+
+def test_a_full_state_directory_is_resource_exhausted_and_stores_nothing(
+    make_daemon, tmp_path, monkeypatch
+):
+    import errno
+
+    from runtime.client import Client
+    from runtime.snapshots.staging import Staging
+
+    def full(self, source, size):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Staging, "add", full)
+    daemon = make_daemon(backend="fake", state_dir=str(tmp_path / "state"))
+    with Client(daemon.target) as client, client.session() as session:
+        assert session.call("write_file", {"path": "a.txt", "content": "x"}).ok
+        error = refusal(session.snapshot)
+        assert error.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "state directory is full" in error.details
+        assert client.list_snapshots() == []
+    assert list((tmp_path / "state" / "snapshots" / "staging").iterdir()) == []

@@ -93,7 +93,18 @@ def test_a_refused_or_broken_capture_leaves_no_staging(store, tmp_path):
         staging.add(io.BytesIO(b"x" * 11), 11)
     staging.discard()
     staging = store.staging("t", None)
-    with pytest.raises(OSError, match="ended inside a file"):
+    with pytest.raises(EOFError, match="ended inside a file"):
         staging.add(io.BytesIO(b"short"), 10)
     staging.discard()
     assert list((tmp_path / "snapshots" / "staging").iterdir()) == []
+
+
+def test_reading_a_store_never_written_creates_nothing(tmp_path):
+    store = SnapshotStore(str(tmp_path / "state"), 60)
+    assert store.listed("t") == []
+    with pytest.raises(SnapshotNotFound):
+        store.delete("t", "snap_x")
+    store.purge_orphans("start", set())
+    assert store.usage("t") == 0
+    store.close()
+    assert not (tmp_path / "state").exists()
