@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import errno
 import logging
 import sqlite3
@@ -27,6 +28,7 @@ from runtime.config import Config, Limits
 from runtime.constants import TMP, WORKSPACE
 from runtime.egress.service import NetworkRequest, proxy_env
 from runtime.errors import AdmissionRefused, BadRequest, EngineUnavailable
+from runtime.observability.metrics import SOURCE_FORK, SOURCE_SNAPSHOT
 from runtime.sessions.manager import SessionManager, SessionRequest
 from runtime.sessions.session import Allowlist, Session
 from runtime.sessions.transfers import as_request_errors, session_activity
@@ -220,6 +222,7 @@ class Snapshots:
         entries = await self._entries(snapshot.id)
         limits = request.limits.merged_over(self._config.defaults, self._config.maxima)
         _check_fits(snapshot, entries, limits)
+        request = dataclasses.replace(request, origin=SOURCE_SNAPSHOT)
         return await self._session_from(tenant, request, snapshot, entries)
 
     async def _session_from(
@@ -372,4 +375,5 @@ def _request_from(source: dict[str, Any]) -> SessionRequest:
         if network.get("allow")
         else None,
         runtime=source.get("runtime", ""),
+        origin=SOURCE_FORK,
     )

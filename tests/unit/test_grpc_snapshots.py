@@ -83,3 +83,38 @@ def test_a_full_state_directory_is_resource_exhausted_and_stores_nothing(
         assert "state directory is full" in error.details
         assert client.list_snapshots() == []
     assert list((tmp_path / "state" / "snapshots" / "staging").iterdir()) == []
+
+
+def test_a_fork_asks_for_secrets_again_and_no_value_is_stored(make_daemon, tmp_path):
+    from runtime.client import Client
+
+    value = "ghp_snapshotSECRET0123456789"
+    secrets = tmp_path / "secrets.env"
+    secrets.write_text(f"GITHUB_TOKEN={value}\n")
+    secrets.chmod(0o600)
+    state = tmp_path / "state"
+    allowed = {"default": {"secrets": ["GITHUB_TOKEN"]}}
+    first = make_daemon(
+        backend="fake", state_dir=str(state), secrets_file=str(secrets), tenants=allowed
+    )
+    with Client(first.target) as client:
+        with client.session(secrets=["GITHUB_TOKEN"]) as session:
+            assert session.call("write_file", {"path": "f.txt", "content": "x"}).ok
+            snap = session.snapshot()
+            [fork] = session.fork(1)
+            assert list(fork.info.secrets) == ["GITHUB_TOKEN"]
+            fork.close()
+            client.close_session(client.create_session(from_snapshot=snap.id).id)
+        created = dict(client.admin_stats().sessions_created)
+        assert (created["cold"], created["fork"], created["snapshot"]) == (1, 1, 1)
+    first.stop()
+    # The operator takes the secret away from the tenant: a fork may not have it.
+    denied = {"default": {"secrets": []}}
+    second = make_daemon(
+        backend="fake", state_dir=str(state), secrets_file=str(secrets), tenants=denied
+    )
+    with Client(second.target) as client:
+        assert refusal(client.fork, snap.id, 2).code == grpc.StatusCode.PERMISSION_DENIED
+        assert client.list_sessions() == []
+    stored = [p.read_bytes() for p in state.rglob("*") if p.is_file()]
+    assert stored and not any(value.encode() in data for data in stored)
