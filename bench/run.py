@@ -23,7 +23,7 @@ from pathlib import Path
 
 import docker
 
-from bench import operations, ours, report, tenants
+from bench import operations, ours, report, snapshots, tenants
 from bench.baselines import Baselines
 from bench.stats import Sample, interleave
 
@@ -144,12 +144,45 @@ def only_tenants(args: argparse.Namespace, instance: str, log_path: str) -> int:
     return 0
 
 
+def snapshot_figures(s: dict[str, Sample], host: dict[str, str], quick: bool, command: str) -> str:
+    """The snapshots section; also written to bench/results/snapshots.{md,json}."""
+    md = "\n".join(snapshots.section(s, f"Measured by `{command}` on {machine_line(host, quick)}."))
+    (RESULTS / "snapshots.md").write_text(md + "\n")
+    (RESULTS / "snapshots.json").write_text(
+        json.dumps(
+            {"machine": host, "quick": quick, "samples": {k: v.as_dict() for k, v in s.items()}},
+            indent=1,
+        )
+    )
+    return md
+
+
+def only_snapshots(args: argparse.Namespace, instance: str, log_path: str) -> int:
+    daemons: list[ours.Daemon] = []
+    try:
+        s = snapshots.measure(instance, log_path, args.quick, daemons)
+    finally:
+        left = remove_containers(daemons)
+        if left:
+            print(f"removed {left} container(s) left by the run", file=sys.stderr)
+    command = "make bench BENCH_ARGS='--only snapshots" + (" --quick'" if args.quick else "'")
+    markdown = snapshot_figures(s, machine(), args.quick, command)
+    print("\n" + markdown)
+    if not args.no_readme and not report.splice_readme(
+        ROOT / "README.md", markdown, snapshots.README_START, snapshots.README_END
+    ):
+        print("README.md has no snapshots markers: left alone", file=sys.stderr)
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer samples (~2 minutes)")
     parser.add_argument("--no-readme", action="store_true", help="leave README.md alone")
     parser.add_argument(
-        "--only", choices=["tenants"], help="just this section (its part of the README only)"
+        "--only",
+        choices=["tenants", "snapshots"],
+        help="just this section (its part of the README only)",
     )
     args = parser.parse_args()
     quick = args.quick
@@ -160,6 +193,8 @@ def main() -> int:
     Path(log_path).write_text("")
     if args.only == "tenants":
         return only_tenants(args, instance, log_path)
+    if args.only == "snapshots":
+        return only_snapshots(args, instance, log_path)
     base = Baselines(instance, quick)
     s: dict[str, Sample] = {}
     extra: dict[str, int] = {}
@@ -233,6 +268,8 @@ def main() -> int:
         warm.stop()
         step("identity: a token's cost per call, a flooding neighbour")
         ident = tenants.measure(instance, log_path, quick, daemons)
+        step("snapshots, forks and restores vs download + create + upload")
+        snaps = snapshots.measure(instance, log_path, quick, daemons)
         step("toolrt: metrics and tracing off and on, interleaved")
         s["obs_off"], s["obs_on"] = operations.observability_cost(
             instance, log_path, 3 if quick else 10
@@ -246,7 +283,7 @@ def main() -> int:
     finally:
         left = base.cleanup() + remove_containers(daemons)
         client = docker.from_env(timeout=60)
-        for suffix in ("-a", "-b", "-off", "-on", "-pool"):
+        for suffix in ("-a", "-b", "-off", "-on", "-pool", "-snap"):
             for c in client.containers.list(
                 all=True, filters={"label": f"toolrt.daemon={instance}{suffix}"}
             ):
@@ -306,6 +343,8 @@ def main() -> int:
         md += ["", "![latency and throughput by concurrent sessions](bench/results/curve.png)"]
     command = "make bench" + (" BENCH_ARGS=--quick" if quick else "")
     md += ["", report.TENANTS_START, *identity(ident, host, quick, command), report.TENANTS_END]
+    snap_md = snapshot_figures(snaps, host, quick, command)
+    md += ["", snapshots.README_START, snap_md, snapshots.README_END]
     markdown = "\n".join(md)
     print("\n" + markdown)
     # latest.md sits beside the plot; the README links it from the root.

@@ -203,7 +203,7 @@ class TenantQuota(BaseModel):
     network_allow_max: list[str] | None = None
     """Host patterns it may request (enforced once sessions get network egress)."""
     snapshot_max_bytes: int | None = Field(None, ge=0)
-    """All its snapshots together (enforced once snapshots exist)."""
+    """All its snapshots together, each distinct file content counted once."""
 
 
 def _list_from_text(value: Any) -> Any:

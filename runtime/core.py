@@ -24,6 +24,9 @@ from runtime.sessions.manager import SessionManager
 from runtime.sessions.reaper import Reaper
 from runtime.sessions.session import Session
 from runtime.sessions.transfers import Transfers
+from runtime.snapshots.service import Snapshots
+from runtime.snapshots.store import SnapshotStore
+from runtime.state.db import default_state_dir
 from runtime.state.durable import Durable
 from runtime.tools.registry import Registry, default_registry
 
@@ -49,6 +52,8 @@ class Core:
     admin: Admin
     # Sessions and the call journal on disk (state_dir).
     durable: Durable
+    # Snapshots, forks and restores; their store under state_dir.
+    snapshots: Snapshots
 
     async def start(self, *, reap_expired: bool = True) -> None:
         """Re-adopt a previous run's sessions (in the background) and remove
@@ -71,6 +76,7 @@ class Core:
             await self.manager.shutdown(keep=self.config.shutdown == "keep")
         finally:
             self.audit.close()
+            self.snapshots.store.close()
             await self.backend.close()
             self.durable.close()
             self.obs.stop()
@@ -114,7 +120,11 @@ def build_core(
         lambda: len(manager.live_sessions()), lambda: manager.pool.ready() if manager.pool else 0
     )
     reaper = Reaper(manager.live_sessions, manager.expire, config.reaper_interval_s)
-    calls = Calls(config, manager, registry, obs)
+    store = SnapshotStore(
+        config.state_dir or default_state_dir(config.instance), config.snapshot_ttl_seconds
+    )
+    snapshots = Snapshots(config, manager, store)
+    calls = Calls(config, manager, registry, obs, snapshots)
     transfers = Transfers(manager)
     admin = Admin(config, backend, manager, obs)
     return Core(
@@ -130,4 +140,5 @@ def build_core(
         obs,
         admin,
         durable,
+        snapshots,
     )

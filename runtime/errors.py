@@ -17,6 +17,7 @@
         ├── Unauthenticated      UNAUTHENTICATED
         ├── PermissionDenied     PERMISSION_DENIED
         ├── SessionNotFound      NOT_FOUND
+        ├── SnapshotNotFound     NOT_FOUND (worded alike for another tenant's and an expired one)
         ├── BadRequest           INVALID_ARGUMENT
         ├── SessionUnusable      FAILED_PRECONDITION
         ├── AdmissionRefused     RESOURCE_EXHAUSTED
@@ -142,6 +143,10 @@ class SessionNotFound(RequestError):
     status = grpc.StatusCode.NOT_FOUND
 
 
+class SnapshotNotFound(RequestError):
+    status = grpc.StatusCode.NOT_FOUND
+
+
 class BadRequest(RequestError):
     status = grpc.StatusCode.INVALID_ARGUMENT
 
@@ -195,6 +200,7 @@ REQUEST_ERRORS: tuple[type[RequestError], ...] = (
     Unauthenticated,
     PermissionDenied,
     SessionNotFound,
+    SnapshotNotFound,
     BadRequest,
     SessionUnusable,
     AdmissionRefused,

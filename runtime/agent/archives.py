@@ -10,6 +10,11 @@ filesystem without following any link. Once the archive has ended, every
 link it created is resolved for real, and only then are the entries
 renamed into place: a refusal at any point changes nothing.
 
+A restore (a snapshot the daemon stored, `Extract.restore`) differs in two
+ways: symlinks are kept whatever they point at (a snapshot keeps a link to
+`/` as it was; staging and the moves never follow one), and the
+destination's old contents are removed after staging, before the moves.
+
 Stdlib only, Python >= 3.9 (runs inside sandboxes).
 """
 
@@ -52,7 +57,7 @@ def _clean(path: str) -> str:
     return "/".join(p for p in path.split("/") if p not in ("", "."))
 
 
-def _check_member(member: tarfile.TarInfo, names: Container[str]) -> str:
+def _check_member(member: tarfile.TarInfo, names: Container[str], keep_links: bool) -> str:
     name = member.name
     parts = [p for p in name.split("/") if p not in ("", ".")]
     if name.startswith("/") or "\x00" in name:
@@ -68,7 +73,7 @@ def _check_member(member: tarfile.TarInfo, names: Container[str]) -> str:
     if member.mode & (stat.S_ISUID | stat.S_ISGID):
         raise FileOpError(INVALID_ARGUMENTS, f"archive member {name!r}: setuid/setgid bit")
     clean = "/".join(parts)
-    if member.issym():
+    if member.issym() and not keep_links:
         target = member.linkname
         depth = len(parts) - 1
         if target.startswith("/") or "\x00" in target:
@@ -206,7 +211,7 @@ class _Decompressed:
         return data
 
 
-def _stage(source: Any, staging: str, dest: str) -> tuple[list[Staged], int]:
+def _stage(source: Any, staging: str, dest: str, keep_links: bool) -> tuple[list[Staged], int]:
     """Read the archive from `source` into `staging` member by member as they
     arrive; (what was staged, the bytes its files hold)."""
     staged: list[Staged] = []
@@ -227,7 +232,7 @@ def _stage(source: Any, staging: str, dest: str) -> tuple[list[Staged], int]:
                 if len(staged) >= MAX_MEMBERS:
                     msg = f"the archive has more than {MAX_MEMBERS} entries"
                     raise FileOpError(LIMIT_EXCEEDED, msg)
-                clean = _check_member(member, files)
+                clean = _check_member(member, files, keep_links)
                 size = member.size if member.isfile() else 0
                 if member.islnk():
                     size = files[_clean(member.linkname)]
@@ -335,7 +340,7 @@ def _free_bytes(path: str) -> int | None:
     return None
 
 
-def _unpack(source: Any, dest: str) -> tuple[list[Staged], int]:
+def _unpack(source: Any, dest: str, restore: bool) -> tuple[list[Staged], int]:
     # Stage in the destination's filesystem so the final renames are atomic.
     staging_name = f".toolrt-extract-{uuid.uuid4().hex}"
     staging = dest + "/" + staging_name
@@ -343,8 +348,20 @@ def _unpack(source: Any, dest: str) -> tuple[list[Staged], int]:
     try:
         os.mkdir(staging_name, 0o700, dir_fd=parent)
         try:
-            staged, total = _stage(source, staging, dest)
-            _links_stay_inside(staging, dest, staged)
+            staged, total = _stage(source, staging, dest, keep_links=restore)
+            if restore:
+                # Everything is staged and checked: only now does the old go.
+                # (`parent` is an O_PATH descriptor: list through a real one.)
+                listing = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=parent)
+                try:
+                    names = os.listdir(listing)
+                finally:
+                    os.close(listing)
+                for name in names:
+                    if name != staging_name:
+                        _rmtree(parent, name)
+            else:
+                _links_stay_inside(staging, dest, staged)
             _move_into_place(staging, dest, staged)
         finally:
             _rmtree(parent, staging_name)
@@ -360,7 +377,7 @@ def extract(request: protocol.Extract, source: Any) -> protocol.Transferred:
     created = _first_missing(dest)
     os.close(open_dir(dest, create=True))
     try:
-        staged, total = _unpack(source, dest)
+        staged, total = _unpack(source, dest, request.restore)
     except BaseException:
         # All or nothing: directories made for the destination go too.
         if created:

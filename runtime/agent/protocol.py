@@ -409,6 +409,10 @@ class Extract(Message):
     dest: str = WORKSPACE
     deadline_s: float = FILE_OP_SECONDS
     window: int = WINDOW_CHUNKS
+    # A snapshot being restored: once the archive is staged and checked,
+    # what `dest` held is removed, and symlinks are kept as they were taken
+    # (wherever they point: they are never followed while unpacking).
+    restore: bool = False
 
 
 @dataclasses.dataclass

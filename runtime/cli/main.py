@@ -7,7 +7,7 @@ import json
 import sys
 import tarfile
 
-from runtime.cli import admin, image, run, serve, sessions, tokens
+from runtime.cli import admin, image, run, serve, sessions, snapshots, tokens
 from runtime.cli.options import add_client_options, connect
 
 
@@ -64,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
         return p
 
     sessions.add_commands(sub)
+    snapshots.add_commands(sub)
     tokens.add_commands(sub)
     admin.add_commands(sub)
     image.add_commands(sub)

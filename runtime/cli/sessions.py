@@ -16,7 +16,7 @@ from runtime.cli.options import (
 )
 
 
-def _when(unix: float) -> str:
+def when(unix: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(unix)) if unix else "-"
 
 
@@ -29,8 +29,8 @@ def session_line(session: Any) -> str:
             f"tenant={session.tenant}",
             session.image,
             f"calls={session.calls}",
-            f"created={_when(session.created_at)}",
-            f"expires={_when(session.expires_at)}",
+            f"created={when(session.created_at)}",
+            f"expires={when(session.expires_at)}",
         ]
     )
 

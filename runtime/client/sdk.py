@@ -23,6 +23,8 @@ from runtime._proto.toolruntime.v1 import runtime_pb2_grpc as pb_grpc
 from runtime.constants import DEFAULT_TARGET, WORKSPACE
 
 UPLOAD_CHUNK = 1 << 20
+# Snapshot ids start with it; session ids never do.
+SNAPSHOT_PREFIX = "snap_"
 Metadata = tuple[tuple[str, str], ...]
 
 
@@ -222,6 +224,34 @@ class Client:
         reply = self._rpc(self.stub.UploadFiles, chunks(), self.timeout)
         return int(reply.files), int(reply.bytes)
 
+    # -- snapshots (files and shell state, never processes) -------------------
+    def snapshot(self, session_id: str, label: str = "", include_tmp: bool = False) -> pb.Snapshot:
+        """Keep the session's /workspace (and /tmp), cwd and persisted env."""
+        request = pb.SnapshotSessionRequest(
+            session_id=session_id, label=label, include_tmp=include_tmp
+        )
+        return self._rpc(self.stub.SnapshotSession, request, self.timeout)
+
+    def fork(self, source: str, count: int = 1) -> list[SessionHandle]:
+        """`count` new sessions from a live session or a snapshot ("snap_…"), all or none."""
+        if source.startswith(SNAPSHOT_PREFIX):
+            request = pb.ForkSessionRequest(snapshot_id=source, count=count)
+        else:
+            request = pb.ForkSessionRequest(session_id=source, count=count)
+        reply = self._rpc(self.stub.ForkSession, request, self.timeout)
+        return [SessionHandle(self, s) for s in reply.sessions]
+
+    def restore(self, session_id: str, snapshot_id: str) -> pb.RestoreSessionResponse:
+        """Roll the session back to the snapshot in place (its background processes stop)."""
+        request = pb.RestoreSessionRequest(session_id=session_id, snapshot_id=snapshot_id)
+        return self._rpc(self.stub.RestoreSession, request, self.timeout)
+
+    def list_snapshots(self) -> list[pb.Snapshot]:
+        return list(self._rpc(self.stub.ListSnapshots, pb.ListSnapshotsRequest()).snapshots)
+
+    def delete_snapshot(self, snapshot_id: str) -> None:
+        self._rpc(self.stub.DeleteSnapshot, pb.DeleteSnapshotRequest(snapshot_id=snapshot_id))
+
     def download(self, session_id: str, paths: list[str]) -> bytes:
         """A tar archive of sandbox `paths`, each stored under its base name."""
         request = pb.DownloadFilesRequest(session_id=session_id, paths=paths)
@@ -266,3 +296,13 @@ class SessionHandle:
 
     def download(self, paths: list[str]) -> bytes:
         return self.client.download(self.id, paths)
+
+    def snapshot(self, label: str = "", include_tmp: bool = False) -> pb.Snapshot:
+        return self.client.snapshot(self.id, label, include_tmp)
+
+    def fork(self, count: int = 1) -> list[SessionHandle]:
+        return self.client.fork(self.id, count)
+
+    def restore(self, snapshot_id: str) -> list[str]:
+        """Roll back to `snapshot_id`; the ids of the background processes stopped."""
+        return list(self.client.restore(self.id, snapshot_id).stopped_process_ids)

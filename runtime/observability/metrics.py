@@ -22,7 +22,9 @@ log = logging.getLogger(__name__)
 # Where a session's sandbox came from (`toolrt_sessions_created_total{source}`).
 SOURCE_POOL = "pool"
 SOURCE_COLD = "cold"
-SOURCES = (SOURCE_POOL, SOURCE_COLD, "fork", "snapshot", "adopted")
+SOURCE_FORK = "fork"
+SOURCE_SNAPSHOT = "snapshot"
+SOURCES = (SOURCE_POOL, SOURCE_COLD, SOURCE_FORK, SOURCE_SNAPSHOT, "adopted")
 # `Session.closed_reason` values (`toolrt_sessions_closed_total{reason}`).
 CLOSE_REASONS = ("closed", "ttl", "idle", "sandbox_lost", "shutdown")
 OK = "ok"

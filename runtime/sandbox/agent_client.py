@@ -258,7 +258,11 @@ class AgentClient:
         return reply
 
     async def extract(
-        self, dest: str, chunks: AsyncIterable[bytes], deadline_s: float = TRANSFER_SECONDS
+        self,
+        dest: str,
+        chunks: AsyncIterable[bytes],
+        deadline_s: float = TRANSFER_SECONDS,
+        restore: bool = False,
     ) -> protocol.Transferred:
         """Unpack the tar archive `chunks` make up below `dest`, all or nothing.
 
@@ -282,7 +286,9 @@ class AgentClient:
                     await self.channel.send(protocol.ArchiveChunk(), request_id, piece)
             await self.channel.send(protocol.ArchiveChunk(end=True), request_id)
 
-        request = protocol.Extract(dest=dest, deadline_s=deadline_s, window=window.size)
+        request = protocol.Extract(
+            dest=dest, deadline_s=deadline_s, window=window.size, restore=restore
+        )
         within = deadline_s + ANSWER_MARGIN_S
         reply, _ = await self._call(
             request, protocol.Transferred, on_event=on_event, within_s=within, feed=feed

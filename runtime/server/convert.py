@@ -14,6 +14,7 @@ from runtime.models import ToolCall, ToolResult
 from runtime.policy.allowlist import PathPolicy
 from runtime.sessions.manager import SessionRequest
 from runtime.sessions.session import Allowlist, Session
+from runtime.snapshots.store import Snapshot
 from runtime.state.sessions import SessionRecord
 
 
@@ -211,4 +212,16 @@ def admin_session_to_pb(view: SessionView) -> pb.AdminSession:
         active_calls=view.session.active_calls,
         cpu_seconds=view.usage.cpu_seconds,
         memory_bytes=view.usage.memory_bytes,
+    )
+
+
+def snapshot_to_pb(snapshot: Snapshot) -> pb.Snapshot:
+    return pb.Snapshot(
+        id=snapshot.id,
+        session_id=snapshot.session_id,
+        label=snapshot.label,
+        created_at=snapshot.created_at,
+        expires_at=snapshot.expires_at,
+        bytes=snapshot.bytes,
+        files=snapshot.files,
     )

@@ -41,15 +41,21 @@ class ToolRuntimeService(pb_grpc.ToolRuntimeServicer):
         self._registry = core.registry
         self._audit = core.audit
         self._admin = core.admin
+        self._snapshots = core.snapshots
 
     async def CreateSession(
         self, request: pb.CreateSessionRequest, context: grpc.aio.ServicerContext
     ) -> pb.Session:
         who = principal_of(context)
         with self._audit.guard("session.create", who, ""):
-            session = await self._manager.create(
-                who.tenant, convert.session_request_from_pb(request)
-            )
+            asked = convert.session_request_from_pb(request)
+            if request.from_snapshot:
+                session = await self._snapshots.create_from(
+                    who.tenant, asked, request.from_snapshot
+                )
+            else:
+                session = await self._manager.create(who.tenant, asked)
+                await self._snapshots.started(session, bool(asked.workspace_tar))
         try:
             self._audit.session("session.create", who, session.id, image=session.image)
         except BaseException:
@@ -189,6 +195,91 @@ class ToolRuntimeService(pb_grpc.ToolRuntimeServicer):
                     yield pb.DownloadFilesChunk(tar=chunk)
         # Written before the stream ends: the client has no complete archive without it.
         self._audit.transfer("download", who, request.session_id, started, bytes=size)
+
+    # -- snapshots ----------------------------------------------------------
+    async def SnapshotSession(
+        self, request: pb.SnapshotSessionRequest, context: grpc.aio.ServicerContext
+    ) -> pb.Snapshot:
+        who, started = principal_of(context), time.monotonic()
+        with self._audit.guard("snapshot", who, request.session_id):
+            snapshot = await self._snapshots.snapshot(
+                who.tenant, request.session_id, request.label, request.include_tmp
+            )
+        self._audit.transfer(
+            "snapshot",
+            who,
+            request.session_id,
+            started,
+            action="take",
+            snapshot_id=snapshot.id,
+            files=snapshot.files,
+            bytes=snapshot.bytes,
+        )
+        return convert.snapshot_to_pb(snapshot)
+
+    async def ForkSession(
+        self, request: pb.ForkSessionRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ForkSessionResponse:
+        who, started = principal_of(context), time.monotonic()
+        with self._audit.guard("snapshot", who, request.session_id):
+            sessions = await self._snapshots.fork(
+                who.tenant, request.session_id, request.snapshot_id, request.count
+            )
+        try:
+            for session in sessions:
+                self._audit.session("session.create", who, session.id, image=session.image)
+            self._audit.transfer(
+                "snapshot",
+                who,
+                request.session_id,
+                started,
+                action="fork",
+                snapshot_id=request.snapshot_id,
+                sessions=[s.id for s in sessions],
+            )
+        except BaseException:
+            # As CreateSession: unrecorded sessions must not exist.
+            for session in sessions:
+                await self._manager.close(who.tenant, session.id)
+            raise
+        return pb.ForkSessionResponse(sessions=[convert.session_to_pb(s) for s in sessions])
+
+    async def RestoreSession(
+        self, request: pb.RestoreSessionRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RestoreSessionResponse:
+        who, started = principal_of(context), time.monotonic()
+        with self._audit.guard("snapshot", who, request.session_id):
+            session, stopped = await self._snapshots.restore(
+                who.tenant, request.session_id, request.snapshot_id
+            )
+        self._audit.transfer(
+            "snapshot",
+            who,
+            request.session_id,
+            started,
+            action="restore",
+            snapshot_id=request.snapshot_id,
+        )
+        return pb.RestoreSessionResponse(
+            session=convert.session_to_pb(session), stopped_process_ids=stopped
+        )
+
+    async def ListSnapshots(
+        self, request: pb.ListSnapshotsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListSnapshotsResponse:
+        snapshots = await self._snapshots.listed(principal_of(context).tenant)
+        return pb.ListSnapshotsResponse(snapshots=[convert.snapshot_to_pb(s) for s in snapshots])
+
+    async def DeleteSnapshot(
+        self, request: pb.DeleteSnapshotRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DeleteSnapshotResponse:
+        who, started = principal_of(context), time.monotonic()
+        with self._audit.guard("snapshot", who, ""):
+            await self._snapshots.delete(who.tenant, request.snapshot_id)
+        self._audit.transfer(
+            "snapshot", who, "", started, action="delete", snapshot_id=request.snapshot_id
+        )
+        return pb.DeleteSnapshotResponse()
 
     # -- operators (an admin principal only: AuthInterceptor checks) ------------
     async def AdminStats(

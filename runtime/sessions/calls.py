@@ -11,11 +11,12 @@ turn) runs its read-only calls together and every other call alone, in order.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from runtime.config import Config
 from runtime.errors import (
@@ -34,11 +35,16 @@ from runtime.models import ToolCall, ToolResult
 from runtime.observability import Observability
 from runtime.sessions.manager import SessionManager
 from runtime.sessions.session import Session
-from runtime.tools.base import Tool, ToolContext
+from runtime.tools.base import Baseline, Tool, ToolContext
 from runtime.tools.output import fit_output, without_surrogates
 from runtime.tools.registry import Registry
 
 log = logging.getLogger(__name__)
+
+
+class Baselines(Protocol):
+    async def baseline(self, session: Session, since: str) -> Baseline: ...
+
 
 # DESIGN: a call id is 1-256 bytes of UTF-8.
 MAX_CALL_ID_BYTES = 256
@@ -48,12 +54,19 @@ class Calls:
     """Tool calls in the sessions of `manager`, with the tools of `registry`."""
 
     def __init__(
-        self, config: Config, manager: SessionManager, registry: Registry, obs: Observability
+        self,
+        config: Config,
+        manager: SessionManager,
+        registry: Registry,
+        obs: Observability,
+        baselines: Baselines | None = None,
     ) -> None:
         self._config = config
         self._manager = manager
         self._registry = registry
         self._obs = obs
+        # workspace_diff's other side (the snapshots of `snapshots.service`).
+        self._baselines = baselines
 
     async def execute(
         self,
@@ -225,6 +238,9 @@ class Calls:
             allowlist=session.allowlist,
             redactor=session.redactor,
             resume=resume,
+            baseline=functools.partial(self._baselines.baseline, session)
+            if self._baselines
+            else None,
         )
         if tool.read_only:
             return await tool.run(ctx, args)

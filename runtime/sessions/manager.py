@@ -89,6 +89,9 @@ class SessionRequest:
     network: NetworkRequest | None = None
     # OCI runtime: "" for the config's `runtime`, or one of its `runtimes`.
     runtime: str = ""
+    # What the creation counts as in the metrics when not simply pool or
+    # cold: "fork" or "snapshot" (the snapshots' facade sets it).
+    origin: str = ""
 
 
 class SessionManager:
@@ -359,7 +362,7 @@ class SessionManager:
             except BaseException:
                 await self._close(session, "its record could not be stored")
                 raise
-        source = SOURCE_COLD if session_id == spec_id else SOURCE_POOL
+        source = request.origin or (SOURCE_COLD if session_id == spec_id else SOURCE_POOL)
         self._metrics.session_created(source, time.monotonic() - started)
         log.info(
             "session %s created (image %s, tenant %s, %s)",

@@ -43,8 +43,9 @@ TRANSFER_AREAS = WRITABLE_AREAS
 
 
 @contextlib.contextmanager
-def _as_request_errors(session: Session) -> Iterator[None]:
-    """Transfers are operator RPCs: a failure ends the RPC, not a ToolResult."""
+def as_request_errors(session: Session) -> Iterator[None]:
+    """Transfers (and snapshots) are operator RPCs: a failure ends the RPC,
+    not a ToolResult."""
     try:
         yield
     except ToolFailure as exc:
@@ -61,7 +62,7 @@ def _absolute(path: str, what: str) -> str:
 
 async def _resolved(session: Session, paths: list[str], what: str) -> list[str]:
     """The sandbox's resolution of each path, which must lie in a transfer area."""
-    with _as_request_errors(session):
+    with as_request_errors(session):
         items = await session.sandbox.agent.resolve([_absolute(p, what) for p in paths])
     resolved = [item.path for item in items]
     for asked, real in zip(paths, resolved, strict=True):
@@ -87,7 +88,7 @@ async def upload_tar(
     chunks = _one(archive) if isinstance(archive, bytes) else archive
     async with session.write_lock:
         [resolved] = await _resolved(session, [dest or WORKSPACE], "destination")
-        with _as_request_errors(session):
+        with as_request_errors(session):
             reply = await session.sandbox.agent.extract(resolved, chunks)
     return reply.files, reply.bytes
 
@@ -100,7 +101,7 @@ async def download_tar(session: Session, paths: list[str]) -> AsyncGenerator[byt
         raise BadRequest(msg)
     wanted = await _resolved(session, paths, "path")
     max_bytes = session.limits.workspace_bytes * 2 + (16 << 20)
-    with _as_request_errors(session):
+    with as_request_errors(session):
         archive = session.sandbox.agent.archive(wanted, max_bytes)
         async with contextlib.aclosing(archive):
             async for chunk in archive:
@@ -136,17 +137,22 @@ class Transfers:
             async for chunk in tar:
                 yield chunk
 
-    @contextlib.asynccontextmanager
-    async def _using(self, session: Session) -> AsyncIterator[None]:
-        """Busy while inside; a failure on a lost sandbox closes the session."""
-        with session.in_use():
-            try:
-                yield
-            except Exception as exc:
-                # However the failure was spelled, a dead sandbox is what to report.
-                reason = session.sandbox.lost
-                if not reason:
-                    raise
-                await self._manager.lose(session, reason)
-                msg = f"SANDBOX_LOST: session {session.id} is closed: {reason}"
-                raise SessionUnusable(msg) from exc
+    def _using(self, session: Session) -> contextlib.AbstractAsyncContextManager[None]:
+        return session_activity(self._manager, session)
+
+
+@contextlib.asynccontextmanager
+async def session_activity(manager: SessionManager, session: Session) -> AsyncIterator[None]:
+    """An operator RPC's work in a session (a transfer, a snapshot): busy
+    while inside; a failure on a lost sandbox closes the session."""
+    with session.in_use():
+        try:
+            yield
+        except Exception as exc:
+            # However the failure was spelled, a dead sandbox is what to report.
+            reason = session.sandbox.lost
+            if not reason:
+                raise
+            await manager.lose(session, reason)
+            msg = f"SANDBOX_LOST: session {session.id} is closed: {reason}"
+            raise SessionUnusable(msg) from exc

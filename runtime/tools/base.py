@@ -14,6 +14,8 @@ from runtime.policy.allowlist import PathPolicy
 from runtime.sandbox.agent_client import AgentClient
 
 ArgsT = TypeVar("ArgsT", bound=BaseModel)
+# (snapshot manifest entries, read a blob by its SHA-256)
+Baseline = tuple[list[Any], Callable[[str], bytes]]
 
 
 @dataclass
@@ -41,6 +43,9 @@ class ToolContext:
     # A previous daemon started this call and never answered it: commands
     # are sent with `resume` (the agent answers with the result it kept).
     resume: bool = False
+    # workspace_diff's other side: the session's workspace entries at "start"
+    # or at a snapshot id, and a reader of their contents by hash.
+    baseline: Callable[[str], Awaitable[Baseline]] | None = None
 
 
 @dataclass(frozen=True)

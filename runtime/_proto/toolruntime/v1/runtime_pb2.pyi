@@ -47,7 +47,7 @@ class NetworkPolicy(_message.Message):
     def __init__(self, allow: _Optional[_Iterable[str]] = ..., max_bytes: _Optional[int] = ..., max_connections: _Optional[int] = ...) -> None: ...
 
 class CreateSessionRequest(_message.Message):
-    __slots__ = ("image", "limits", "allowlist", "env", "ttl_seconds", "idle_seconds", "labels", "workspace_tar", "secrets", "network", "runtime")
+    __slots__ = ("image", "limits", "allowlist", "env", "ttl_seconds", "idle_seconds", "labels", "workspace_tar", "secrets", "network", "runtime", "from_snapshot")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -73,6 +73,7 @@ class CreateSessionRequest(_message.Message):
     SECRETS_FIELD_NUMBER: _ClassVar[int]
     NETWORK_FIELD_NUMBER: _ClassVar[int]
     RUNTIME_FIELD_NUMBER: _ClassVar[int]
+    FROM_SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
     image: str
     limits: Limits
     allowlist: Allowlist
@@ -84,7 +85,8 @@ class CreateSessionRequest(_message.Message):
     secrets: _containers.RepeatedScalarFieldContainer[str]
     network: NetworkPolicy
     runtime: str
-    def __init__(self, image: _Optional[str] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., allowlist: _Optional[_Union[Allowlist, _Mapping]] = ..., env: _Optional[_Mapping[str, str]] = ..., ttl_seconds: _Optional[int] = ..., idle_seconds: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., workspace_tar: _Optional[bytes] = ..., secrets: _Optional[_Iterable[str]] = ..., network: _Optional[_Union[NetworkPolicy, _Mapping]] = ..., runtime: _Optional[str] = ...) -> None: ...
+    from_snapshot: str
+    def __init__(self, image: _Optional[str] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., allowlist: _Optional[_Union[Allowlist, _Mapping]] = ..., env: _Optional[_Mapping[str, str]] = ..., ttl_seconds: _Optional[int] = ..., idle_seconds: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., workspace_tar: _Optional[bytes] = ..., secrets: _Optional[_Iterable[str]] = ..., network: _Optional[_Union[NetworkPolicy, _Mapping]] = ..., runtime: _Optional[str] = ..., from_snapshot: _Optional[str] = ...) -> None: ...
 
 class Session(_message.Message):
     __slots__ = ("id", "state", "image", "limits", "allowlist", "created_at", "expires_at", "labels", "calls", "ttl_seconds", "idle_seconds", "tenant", "secrets", "network", "runtime", "closed_reason")
@@ -402,3 +404,83 @@ class AdminListSessionsResponse(_message.Message):
     SESSIONS_FIELD_NUMBER: _ClassVar[int]
     sessions: _containers.RepeatedCompositeFieldContainer[AdminSession]
     def __init__(self, sessions: _Optional[_Iterable[_Union[AdminSession, _Mapping]]] = ...) -> None: ...
+
+class SnapshotSessionRequest(_message.Message):
+    __slots__ = ("session_id", "label", "include_tmp")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_TMP_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    label: str
+    include_tmp: bool
+    def __init__(self, session_id: _Optional[str] = ..., label: _Optional[str] = ..., include_tmp: _Optional[bool] = ...) -> None: ...
+
+class Snapshot(_message.Message):
+    __slots__ = ("id", "session_id", "label", "created_at", "expires_at", "bytes", "files")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    FILES_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    session_id: str
+    label: str
+    created_at: float
+    expires_at: float
+    bytes: int
+    files: int
+    def __init__(self, id: _Optional[str] = ..., session_id: _Optional[str] = ..., label: _Optional[str] = ..., created_at: _Optional[float] = ..., expires_at: _Optional[float] = ..., bytes: _Optional[int] = ..., files: _Optional[int] = ...) -> None: ...
+
+class ForkSessionRequest(_message.Message):
+    __slots__ = ("session_id", "snapshot_id", "count")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_ID_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    snapshot_id: str
+    count: int
+    def __init__(self, session_id: _Optional[str] = ..., snapshot_id: _Optional[str] = ..., count: _Optional[int] = ...) -> None: ...
+
+class ForkSessionResponse(_message.Message):
+    __slots__ = ("sessions",)
+    SESSIONS_FIELD_NUMBER: _ClassVar[int]
+    sessions: _containers.RepeatedCompositeFieldContainer[Session]
+    def __init__(self, sessions: _Optional[_Iterable[_Union[Session, _Mapping]]] = ...) -> None: ...
+
+class RestoreSessionRequest(_message.Message):
+    __slots__ = ("session_id", "snapshot_id")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    snapshot_id: str
+    def __init__(self, session_id: _Optional[str] = ..., snapshot_id: _Optional[str] = ...) -> None: ...
+
+class RestoreSessionResponse(_message.Message):
+    __slots__ = ("session", "stopped_process_ids")
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    STOPPED_PROCESS_IDS_FIELD_NUMBER: _ClassVar[int]
+    session: Session
+    stopped_process_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, session: _Optional[_Union[Session, _Mapping]] = ..., stopped_process_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ListSnapshotsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListSnapshotsResponse(_message.Message):
+    __slots__ = ("snapshots",)
+    SNAPSHOTS_FIELD_NUMBER: _ClassVar[int]
+    snapshots: _containers.RepeatedCompositeFieldContainer[Snapshot]
+    def __init__(self, snapshots: _Optional[_Iterable[_Union[Snapshot, _Mapping]]] = ...) -> None: ...
+
+class DeleteSnapshotRequest(_message.Message):
+    __slots__ = ("snapshot_id",)
+    SNAPSHOT_ID_FIELD_NUMBER: _ClassVar[int]
+    snapshot_id: str
+    def __init__(self, snapshot_id: _Optional[str] = ...) -> None: ...
+
+class DeleteSnapshotResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...

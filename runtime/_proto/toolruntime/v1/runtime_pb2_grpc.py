@@ -99,6 +99,31 @@ class ToolRuntimeStub:
                 request_serializer=toolruntime_dot_v1_dot_runtime__pb2.AdminListSessionsRequest.SerializeToString,
                 response_deserializer=toolruntime_dot_v1_dot_runtime__pb2.AdminListSessionsResponse.FromString,
                 _registered_method=True)
+        self.SnapshotSession = channel.unary_unary(
+                '/toolruntime.v1.ToolRuntime/SnapshotSession',
+                request_serializer=toolruntime_dot_v1_dot_runtime__pb2.SnapshotSessionRequest.SerializeToString,
+                response_deserializer=toolruntime_dot_v1_dot_runtime__pb2.Snapshot.FromString,
+                _registered_method=True)
+        self.ForkSession = channel.unary_unary(
+                '/toolruntime.v1.ToolRuntime/ForkSession',
+                request_serializer=toolruntime_dot_v1_dot_runtime__pb2.ForkSessionRequest.SerializeToString,
+                response_deserializer=toolruntime_dot_v1_dot_runtime__pb2.ForkSessionResponse.FromString,
+                _registered_method=True)
+        self.RestoreSession = channel.unary_unary(
+                '/toolruntime.v1.ToolRuntime/RestoreSession',
+                request_serializer=toolruntime_dot_v1_dot_runtime__pb2.RestoreSessionRequest.SerializeToString,
+                response_deserializer=toolruntime_dot_v1_dot_runtime__pb2.RestoreSessionResponse.FromString,
+                _registered_method=True)
+        self.ListSnapshots = channel.unary_unary(
+                '/toolruntime.v1.ToolRuntime/ListSnapshots',
+                request_serializer=toolruntime_dot_v1_dot_runtime__pb2.ListSnapshotsRequest.SerializeToString,
+                response_deserializer=toolruntime_dot_v1_dot_runtime__pb2.ListSnapshotsResponse.FromString,
+                _registered_method=True)
+        self.DeleteSnapshot = channel.unary_unary(
+                '/toolruntime.v1.ToolRuntime/DeleteSnapshot',
+                request_serializer=toolruntime_dot_v1_dot_runtime__pb2.DeleteSnapshotRequest.SerializeToString,
+                response_deserializer=toolruntime_dot_v1_dot_runtime__pb2.DeleteSnapshotResponse.FromString,
+                _registered_method=True)
 
 
 class ToolRuntimeServicer:
@@ -193,6 +218,45 @@ class ToolRuntimeServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SnapshotSession(self, request, context):
+        """Snapshots: /workspace (and /tmp when asked), the shell's directory and
+        persisted exports (secret names, never values). Not processes: a
+        restored or forked session starts with none running. They expire after
+        the daemon's snapshot_ttl_seconds and belong to the caller's tenant.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ForkSession(self, request, context):
+        """count (1-16) new sessions from a live session or a snapshot: its files,
+        shell state, limits, allowlist, image and runtime; secrets and network
+        only as the caller's tenant may still use them. All of them or none.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RestoreSession(self, request, context):
+        """Roll a session's files and shell state back to a snapshot, in place;
+        its background processes are stopped first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListSnapshots(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteSnapshot(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ToolRuntimeServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -260,6 +324,31 @@ def add_ToolRuntimeServicer_to_server(servicer, server):
                     servicer.AdminListSessions,
                     request_deserializer=toolruntime_dot_v1_dot_runtime__pb2.AdminListSessionsRequest.FromString,
                     response_serializer=toolruntime_dot_v1_dot_runtime__pb2.AdminListSessionsResponse.SerializeToString,
+            ),
+            'SnapshotSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.SnapshotSession,
+                    request_deserializer=toolruntime_dot_v1_dot_runtime__pb2.SnapshotSessionRequest.FromString,
+                    response_serializer=toolruntime_dot_v1_dot_runtime__pb2.Snapshot.SerializeToString,
+            ),
+            'ForkSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.ForkSession,
+                    request_deserializer=toolruntime_dot_v1_dot_runtime__pb2.ForkSessionRequest.FromString,
+                    response_serializer=toolruntime_dot_v1_dot_runtime__pb2.ForkSessionResponse.SerializeToString,
+            ),
+            'RestoreSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.RestoreSession,
+                    request_deserializer=toolruntime_dot_v1_dot_runtime__pb2.RestoreSessionRequest.FromString,
+                    response_serializer=toolruntime_dot_v1_dot_runtime__pb2.RestoreSessionResponse.SerializeToString,
+            ),
+            'ListSnapshots': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListSnapshots,
+                    request_deserializer=toolruntime_dot_v1_dot_runtime__pb2.ListSnapshotsRequest.FromString,
+                    response_serializer=toolruntime_dot_v1_dot_runtime__pb2.ListSnapshotsResponse.SerializeToString,
+            ),
+            'DeleteSnapshot': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteSnapshot,
+                    request_deserializer=toolruntime_dot_v1_dot_runtime__pb2.DeleteSnapshotRequest.FromString,
+                    response_serializer=toolruntime_dot_v1_dot_runtime__pb2.DeleteSnapshotResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -613,6 +702,141 @@ class ToolRuntime:
             '/toolruntime.v1.ToolRuntime/AdminListSessions',
             toolruntime_dot_v1_dot_runtime__pb2.AdminListSessionsRequest.SerializeToString,
             toolruntime_dot_v1_dot_runtime__pb2.AdminListSessionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SnapshotSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/toolruntime.v1.ToolRuntime/SnapshotSession',
+            toolruntime_dot_v1_dot_runtime__pb2.SnapshotSessionRequest.SerializeToString,
+            toolruntime_dot_v1_dot_runtime__pb2.Snapshot.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ForkSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/toolruntime.v1.ToolRuntime/ForkSession',
+            toolruntime_dot_v1_dot_runtime__pb2.ForkSessionRequest.SerializeToString,
+            toolruntime_dot_v1_dot_runtime__pb2.ForkSessionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RestoreSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/toolruntime.v1.ToolRuntime/RestoreSession',
+            toolruntime_dot_v1_dot_runtime__pb2.RestoreSessionRequest.SerializeToString,
+            toolruntime_dot_v1_dot_runtime__pb2.RestoreSessionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListSnapshots(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/toolruntime.v1.ToolRuntime/ListSnapshots',
+            toolruntime_dot_v1_dot_runtime__pb2.ListSnapshotsRequest.SerializeToString,
+            toolruntime_dot_v1_dot_runtime__pb2.ListSnapshotsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteSnapshot(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/toolruntime.v1.ToolRuntime/DeleteSnapshot',
+            toolruntime_dot_v1_dot_runtime__pb2.DeleteSnapshotRequest.SerializeToString,
+            toolruntime_dot_v1_dot_runtime__pb2.DeleteSnapshotResponse.FromString,
             options,
             channel_credentials,
             insecure,

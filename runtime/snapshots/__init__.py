@@ -1,0 +1,1 @@
+"""Snapshots, forks and restores of sessions' workspaces (DESIGN "Snapshots and forks")."""

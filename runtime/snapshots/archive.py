@@ -1,0 +1,164 @@
+"""Snapshots in and out of sandboxes as tar streams, sandbox → daemon → sandbox.
+
+Out: the agent packs the areas (`agent/pack.py`: O_NOFOLLOW walk, links
+stored as links, sockets, FIFOs and devices left out, secrets redacted in
+text files) and `capture` reads the stream as it arrives, in a worker
+thread, turning each member into a manifest entry and each regular file
+into a staged blob. The stream comes from the sandbox, so it is untrusted:
+names are checked here, only the blob's hash ever names a file in the
+store, and setuid/setgid/sticky bits are dropped.
+
+In: `restore_chunks` writes one area's entries back as a tar stream, read
+from the blobs as the agent takes it; the agent unpacks it with
+`Extract.restore` (`agent/archives.py`: all staged and checked before the
+old contents go; links kept, never followed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import posixpath
+import tarfile
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Any
+
+from runtime.errors import BadRequest
+from runtime.snapshots.staging import CHUNK, Staging
+from runtime.snapshots.store import Entry, SnapshotStore
+
+# Tar's block; a member's data is padded to it, and two zero blocks end it.
+BLOCK = 512
+MODE_BITS = 0o777
+
+
+class Bridge:
+    """A blocking file over an async generator: the worker thread's reads
+    each take one chunk from the event loop."""
+
+    def __init__(self, chunks: AsyncIterator[bytes], loop: asyncio.AbstractEventLoop) -> None:
+        self._chunks = chunks
+        self._loop = loop
+        self._buf = bytearray()
+        self._ended = False
+
+    def _next(self) -> bytes | None:
+        async def take() -> bytes | None:
+            try:
+                return await self._chunks.__anext__()
+            except StopAsyncIteration:
+                return None
+
+        return asyncio.run_coroutine_threadsafe(take(), self._loop).result()
+
+    def read(self, size: int = -1) -> bytes:
+        while not self._ended and (size < 0 or len(self._buf) < size):
+            chunk = self._next()
+            if chunk is None:
+                self._ended = True
+            else:
+                self._buf += chunk
+        if size < 0:
+            size = len(self._buf)
+        data = bytes(self._buf[:size])
+        del self._buf[:size]
+        return data
+
+
+def area_and_path(name: str, areas: dict[str, str]) -> tuple[str, str]:
+    """A member's (area, path below it); BadRequest for a name no pack makes."""
+    parts = name.split("/")
+    if (
+        name.startswith("/")
+        or "\x00" in name
+        or any(p in ("", ".", "..") for p in parts)
+        or parts[0] not in areas
+    ):
+        msg = f"the sandbox's archive holds an unexpected member {name[:200]!r}"
+        raise BadRequest(msg)
+    return parts[0], "/".join(parts[1:])
+
+
+def _read_members(source: Any, staging: Staging, areas: dict[str, str]) -> list[Entry]:
+    """The manifest of the archive read from `source`; files go to `staging`."""
+    entries: list[Entry] = []
+    try:
+        with tarfile.open(fileobj=source, mode="r|") as tar:
+            for member in tar:
+                tar.members.clear()  # type: ignore[attr-defined]  # one pass: keep none
+                area, path = area_and_path(member.name, areas)
+                if not path:
+                    continue  # the area itself exists in every sandbox
+                mode = member.mode & MODE_BITS
+                if member.isdir():
+                    entries.append(Entry(area, path, "dir", mode, mtime=int(member.mtime)))
+                elif member.issym():
+                    entries.append(Entry(area, path, "symlink", mode, linkname=member.linkname))
+                elif member.isfile():
+                    data = tar.extractfile(member)
+                    if data is None:
+                        continue
+                    sha = staging.add(data, member.size)
+                    entries.append(
+                        Entry(area, path, "file", mode, member.size, sha, mtime=int(member.mtime))
+                    )
+                # Anything else (pack makes none) is no part of a snapshot.
+    except (tarfile.TarError, EOFError) as exc:
+        msg = f"the sandbox's archive is not a readable tar stream: {exc}"
+        raise BadRequest(msg) from exc
+    return entries
+
+
+async def capture(
+    chunks: AsyncGenerator[bytes, None], staging: Staging, areas: dict[str, str]
+) -> list[Entry]:
+    """Read the agent's archive of `areas` (name in the archive → path) into
+    `staging`; the manifest, in archive order."""
+    async with contextlib.aclosing(chunks):
+        bridge = Bridge(chunks, asyncio.get_running_loop())
+        entries = await asyncio.to_thread(_read_members, bridge, staging, areas)
+        # The padding after the end blocks, and the agent's final answer
+        # (a failure of the pack surfaces here).
+        async for _ in chunks:
+            pass
+    return entries
+
+
+def _header(entry: Entry) -> bytes:
+    info = tarfile.TarInfo(entry.path)
+    info.mode = entry.mode
+    info.mtime = entry.mtime
+    if entry.kind == "dir":
+        info.type = tarfile.DIRTYPE
+    elif entry.kind == "symlink":
+        info.type = tarfile.SYMTYPE
+        info.linkname = entry.linkname
+    else:
+        info.size = entry.size
+    return info.tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape")
+
+
+async def restore_chunks(
+    store: SnapshotStore, entries: list[Entry], area: str
+) -> AsyncGenerator[bytes, None]:
+    """A tar stream of `area`'s entries, blobs read as it is taken."""
+    for entry in entries:
+        if entry.area != area:
+            continue
+        yield _header(entry)
+        if entry.kind != "file":
+            continue
+        with store.open_blob(entry.sha256) as blob:
+            while True:
+                data = await asyncio.to_thread(blob.read, CHUNK)
+                if not data:
+                    break
+                yield data
+        if entry.size % BLOCK:
+            yield b"\0" * (BLOCK - entry.size % BLOCK)
+    yield b"\0" * (2 * BLOCK)
+
+
+def area_name(path: str) -> str:
+    """The name pack gives the top of an area (/workspace → workspace)."""
+    return posixpath.basename(path.rstrip("/"))

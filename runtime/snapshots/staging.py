@@ -1,0 +1,101 @@
+"""A capture's new blobs, written apart from the store until it commits.
+
+Blobs are named by the SHA-256 of their bytes; one the tenant's snapshots
+already hold is dropped at once, and the new bytes are counted against the
+room the tenant's `snapshot_max_bytes` leaves, so a capture over it stops at
+the file that overflows it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from typing import IO
+
+from runtime.errors import AdmissionRefused
+
+CHUNK = 1 << 20
+
+
+class Staging:
+    """Blobs of one capture, written apart from the store until `commit`.
+
+    `room` is how many new bytes the tenant may still store (None: no
+    ceiling); a capture that goes past it stops at that file.
+    """
+
+    def __init__(self, path: str, known: set[str], room: int | None) -> None:
+        self.path = path
+        self.known = known
+        self.room = room
+        self.new_bytes = 0
+        self.blobs: dict[str, int] = {}
+        os.makedirs(path, mode=0o700)
+
+    def add(self, source: IO[bytes], size: int) -> str:
+        """Store `size` bytes read from `source`; their SHA-256.
+
+        A file up to CHUNK is hashed in memory first, so content the store
+        holds already (most files of a repeated snapshot) never touches the
+        disk; a larger one streams through a temporary file.
+        """
+        if size <= CHUNK:
+            data = _read_exactly(source, size)
+            sha = hashlib.sha256(data).hexdigest()
+            if not self._is_new(sha, size):
+                return sha
+            with open(os.path.join(self.path, sha), "wb") as out:
+                out.write(data)
+            self.blobs[sha] = size
+            return sha
+        digest = hashlib.sha256()
+        temp = os.path.join(self.path, "incoming")
+        with open(temp, "wb") as out:
+            left = size
+            while left:
+                data = _read_exactly(source, min(CHUNK, left))
+                digest.update(data)
+                out.write(data)
+                left -= len(data)
+        sha = digest.hexdigest()
+        try:
+            new = self._is_new(sha, size)
+        except AdmissionRefused:
+            os.unlink(temp)
+            raise
+        if not new:
+            os.unlink(temp)
+            return sha
+        os.rename(temp, os.path.join(self.path, sha))
+        self.blobs[sha] = size
+        return sha
+
+    def _is_new(self, sha: str, size: int) -> bool:
+        """Whether the blob must be stored; over the room: RESOURCE_EXHAUSTED."""
+        if sha in self.known or sha in self.blobs:
+            return False
+        self.new_bytes += size
+        if self.room is not None and self.new_bytes > self.room:
+            raise over_quota(self.room, self.new_bytes)
+        return True
+
+    def discard(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+def _read_exactly(source: IO[bytes], size: int) -> bytes:
+    data = source.read(size)
+    if len(data) != size:
+        # Not OSError: that would be the store's own failure.
+        msg = "the sandbox's archive ended inside a file"
+        raise EOFError(msg)
+    return data
+
+
+def over_quota(room: int, wanted: int) -> AdmissionRefused:
+    msg = (
+        f"the snapshot would store {wanted} new bytes, and the tenant's snapshot_max_bytes "
+        f"leaves room for {room}; delete snapshots (DeleteSnapshot) or ask for a larger quota"
+    )
+    return AdmissionRefused(msg)
