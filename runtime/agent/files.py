@@ -4,7 +4,8 @@ The agent is root without DAC_OVERRIDE; every operation here switches its
 filesystem uid/gid to the sandbox user (setfsuid/setfsgid, per operation, on
 the agent's single thread), so permissions and ownership are exactly those
 of a command the user runs. Paths arrive already resolved by the `resolve`
-op and checked by the daemon's allowlist; they are then opened by walking
+op and checked by the daemon's allowlist (or, for a read, resolved by the
+read op itself and checked before its reply is shown); they are opened by walking
 from `/` one component at a time with O_NOFOLLOW, so a symlink swapped in
 after the check makes the operation fail instead of being followed.
 

@@ -43,7 +43,8 @@ PREFIX = struct.Struct(">4sII")
 MAX_HEADER = 1 << 20
 MAX_BODY = 256 << 20
 # 3: archives stream as ArchiveChunk frames under Credit flow control.
-VERSION = 3
+# 4: a Read may resolve its path itself (Read.resolve, ReadReply.path/failure).
+VERSION = 4
 
 # Error codes the agent answers with (`Failure.code`); the daemon maps them
 # to its tool failures in runtime/sandbox/agent_client.py.
@@ -308,6 +309,12 @@ class Read(Message):
     # Replace the session's secrets in the body (off only for edits, which
     # write the content back).
     redact: bool = True
+    # Resolve `path` first, as Resolve would, and read what it resolves to:
+    # one trip instead of two. The reply names the resolved path, and a
+    # failure of the read travels in it rather than ending the request, so
+    # that the daemon checks the path against the allowlist before it shows
+    # either the content or why there is none.
+    resolve: bool = False
 
 
 @dataclasses.dataclass
@@ -319,6 +326,10 @@ class ReadReply(Message):
     binary: bool = False
     total_lines: int = 0
     truncated: bool = False
+    # With Read.resolve: the path the request resolved to, and why it could
+    # not be read (None when it was).
+    path: str = ""
+    failure: Optional[Failure] = None
 
 
 @dataclasses.dataclass
