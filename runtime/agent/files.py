@@ -279,10 +279,8 @@ def _line_window(f: Any, first: int, limit: int, max_bytes: int) -> tuple[int, b
 
 def _after_newline(chunk: bytes, nth: int) -> int:
     """Offset just after the nth newline of `chunk` (which has at least nth)."""
-    pos = -1
-    for _ in range(nth):
-        pos = chunk.index(b"\n", pos + 1)
-    return pos + 1
+    # One split in C, not nth searches from Python (2000 of them by default).
+    return len(chunk) - len(chunk.split(b"\n", nth)[nth])
 
 
 def _write_atomic(parent: int, name: str, data: bytes, path: str) -> None:
