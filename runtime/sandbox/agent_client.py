@@ -103,9 +103,9 @@ class AgentClient:
         if request_id is None:
             request_id = self.channel.next_id()
         try:
-            frame = await asyncio.wait_for(
-                self._exchange(message, body, on_event, request_id, feed), within_s
-            )
+            # A timeout scope, not wait_for: no task of its own per request.
+            async with asyncio.timeout(within_s):
+                frame = await self._exchange(message, body, on_event, request_id, feed)
         except asyncio.CancelledError:
             with contextlib.suppress(Exception):
                 await self.channel.cancel(request_id, "cancelled")
