@@ -36,6 +36,10 @@ SANDBOX_UID = int(os.environ.get("TOOLRT_SANDBOX_UID", protocol.SANDBOX_UID))
 SANDBOX_GID = int(os.environ.get("TOOLRT_SANDBOX_GID", protocol.SANDBOX_GID))
 DIR_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 CHUNK = 1 << 20
+# A read's line window reads in smaller pieces: a 1 MiB buffer per piece is
+# mapped afresh each time (about 260 page faults per MiB read, three times
+# the CPU of the read itself), where a 256 KiB one is reused from the heap.
+WINDOW_CHUNK = 256 << 10
 _libc: Any = None  # loaded at the first file op (ctypes costs every start-up)
 
 
@@ -253,7 +257,7 @@ def _line_window(f: Any, first: int, limit: int, max_bytes: int) -> tuple[int, b
     last = b""
     while True:
         budget.check("reading the file")
-        chunk = f.read(CHUNK)
+        chunk = f.read(WINDOW_CHUNK)
         if not chunk:
             break
         last = chunk
