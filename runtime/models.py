@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from runtime.errors import ToolFailure
@@ -37,8 +38,10 @@ class ToolResult:
     def ok(self) -> bool:
         return self.error is None
 
-    @property
+    @cached_property
     def output_json(self) -> str:
+        # Encoded once: the journal, the audit log and the reply all want it
+        # (a read_file's content is tens of kilobytes).
         return json.dumps(self.output, ensure_ascii=False, separators=(",", ":"))
 
     @classmethod

@@ -13,6 +13,8 @@ Stdlib only, Python >= 3.9 (runs inside sandboxes).
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import sys
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Tuple, Type
@@ -74,25 +76,27 @@ def answer(agent: Agent, rid: int, fn: Callable[[], Tuple[protocol.Message, byte
     try:
         with files.as_sandbox_user():
             reply, data = fn()
-    except (files.FileOpError, budget.BudgetExceeded) as exc:
-        agent.fail(rid, exc.code, exc.message)
-        return
-    except OSError as exc:
-        failure = files.os_failure(exc, getattr(exc, "filename", None) or "path")
+    except Exception as exc:  # noqa: BLE001 - the request is answered whatever happens
+        failure = failure_of(exc)
         agent.fail(rid, failure.code, failure.message)
         return
-    except _tar_errors() as exc:
-        agent.fail(rid, INVALID_ARGUMENTS, f"broken tar archive: {exc}")
-        return
-    except RecursionError:
+    agent.send(reply, rid, data)
+
+
+def failure_of(exc: Exception) -> protocol.Failure:
+    """The agent error code and message a file op's exception is answered with."""
+    if isinstance(exc, (files.FileOpError, budget.BudgetExceeded)):
+        return protocol.Failure(code=exc.code, message=exc.message)
+    if isinstance(exc, OSError):
+        failure = files.os_failure(exc, getattr(exc, "filename", None) or "path")
+        return protocol.Failure(code=failure.code, message=failure.message)
+    if isinstance(exc, _tar_errors()):
+        return protocol.Failure(code=INVALID_ARGUMENTS, message=f"broken tar archive: {exc}")
+    if isinstance(exc, RecursionError):
         # os.fwalk and tarfile recurse once per directory level.
         message = "the directory tree is nested too deeply to handle (about 900 levels at most)"
-        agent.fail(rid, protocol.LIMIT_EXCEEDED, message)
-        return
-    except Exception as exc:  # noqa: BLE001 - the request is answered whatever happens
-        agent.fail(rid, protocol.INTERNAL, f"{type(exc).__name__}: {exc}")
-        return
-    agent.send(reply, rid, data)
+        return protocol.Failure(code=protocol.LIMIT_EXCEEDED, message=message)
+    return protocol.Failure(code=protocol.INTERNAL, message=f"{type(exc).__name__}: {exc}")
 
 
 def _tar_errors() -> Tuple[Type[BaseException], ...]:
@@ -121,9 +125,22 @@ for _request_type, _fn in (
 
 @operation(protocol.Read)
 def op_read(agent: Agent, rid: int, request: protocol.Read, body: bytes) -> None:
-    def run() -> Tuple[protocol.Message, bytes]:
+    def read(request: protocol.Read) -> Tuple[protocol.ReadReply, bytes]:
         reply, data = files.read(request, body)
         return reply, agent.redactor.redact(data) if request.redact else data
+
+    def run() -> Tuple[protocol.Message, bytes]:
+        if not request.resolve:
+            return read(request)
+        # As the resolve op does; what goes wrong after it is answered in
+        # the reply, beside the path, for the daemon's allowlist to see first.
+        real = os.path.realpath(request.path)
+        try:
+            reply, data = read(dataclasses.replace(request, path=real, resolve=False))
+        except Exception as exc:  # noqa: BLE001 - every failure travels in the reply
+            return protocol.ReadReply(path=real, failure=failure_of(exc)), b""
+        reply.path = real
+        return reply, data
 
     serve(agent, rid, request.deadline_s, run)
 

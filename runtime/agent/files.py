@@ -4,7 +4,8 @@ The agent is root without DAC_OVERRIDE; every operation here switches its
 filesystem uid/gid to the sandbox user (setfsuid/setfsgid, per operation, on
 the agent's single thread), so permissions and ownership are exactly those
 of a command the user runs. Paths arrive already resolved by the `resolve`
-op and checked by the daemon's allowlist; they are then opened by walking
+op and checked by the daemon's allowlist (or, for a read, resolved by the
+read op itself and checked before its reply is shown); they are opened by walking
 from `/` one component at a time with O_NOFOLLOW, so a symlink swapped in
 after the check makes the operation fail instead of being followed.
 
@@ -35,6 +36,11 @@ SANDBOX_UID = int(os.environ.get("TOOLRT_SANDBOX_UID", protocol.SANDBOX_UID))
 SANDBOX_GID = int(os.environ.get("TOOLRT_SANDBOX_GID", protocol.SANDBOX_GID))
 DIR_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 CHUNK = 1 << 20
+# A read's line window reads in smaller pieces: a buffer above malloc's
+# mmap threshold (128 KiB at first) is mapped and zero-filled afresh each
+# time (about 260 page faults per MiB, more CPU than the read itself); one
+# below it is reused from the heap.
+WINDOW_CHUNK = 64 << 10
 _libc: Any = None  # loaded at the first file op (ctypes costs every start-up)
 
 
@@ -252,7 +258,7 @@ def _line_window(f: Any, first: int, limit: int, max_bytes: int) -> tuple[int, b
     last = b""
     while True:
         budget.check("reading the file")
-        chunk = f.read(CHUNK)
+        chunk = f.read(WINDOW_CHUNK)
         if not chunk:
             break
         last = chunk
@@ -278,10 +284,8 @@ def _line_window(f: Any, first: int, limit: int, max_bytes: int) -> tuple[int, b
 
 def _after_newline(chunk: bytes, nth: int) -> int:
     """Offset just after the nth newline of `chunk` (which has at least nth)."""
-    pos = -1
-    for _ in range(nth):
-        pos = chunk.index(b"\n", pos + 1)
-    return pos + 1
+    # One split in C, not nth searches from Python (2000 of them by default).
+    return len(chunk) - len(chunk.split(b"\n", nth)[nth])
 
 
 def _write_atomic(parent: int, name: str, data: bytes, path: str) -> None:

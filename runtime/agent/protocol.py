@@ -34,7 +34,7 @@ import json
 import struct
 import sys
 import typing
-from typing import Any, ClassVar, Dict, List, Optional, Tuple, Type, TypeVar
+from typing import Any, Callable, ClassVar, Dict, List, Optional, Tuple, Type, TypeVar
 
 MAGIC = b"TRT1"
 PREFIX = struct.Struct(">4sII")
@@ -44,6 +44,7 @@ MAX_HEADER = 1 << 20
 MAX_BODY = 256 << 20
 # 3: archives stream as ArchiveChunk frames under Credit flow control.
 # 4: results kept until acknowledged (Ack), Exec.resume, the Resync frame.
+#    A Read may resolve its path itself (Read.resolve, ReadReply.path/failure).
 VERSION = 4
 
 # Error codes the agent answers with (`Failure.code`); the daemon maps them
@@ -336,6 +337,12 @@ class Read(Message):
     # Replace the session's secrets in the body (off only for edits, which
     # write the content back).
     redact: bool = True
+    # Resolve `path` first, as Resolve would, and read what it resolves to:
+    # one trip instead of two. The reply names the resolved path, and a
+    # failure of the read travels in it rather than ending the request, so
+    # that the daemon checks the path against the allowlist before it shows
+    # either the content or why there is none.
+    resolve: bool = False
 
 
 @dataclasses.dataclass
@@ -347,6 +354,10 @@ class ReadReply(Message):
     binary: bool = False
     total_lines: int = 0
     truncated: bool = False
+    # With Read.resolve: the path the request resolved to, and why it could
+    # not be read (None when it was).
+    path: str = ""
+    failure: Optional[Failure] = None
 
 
 @dataclasses.dataclass
@@ -524,9 +535,30 @@ M = TypeVar("M", bound=Message)
 
 
 # -- conversion --------------------------------------------------------------
+# Every frame is converted both ways on both sides: each message class gets
+# its plan (field names, one converter per field, built from its type hints)
+# once, instead of reading the hints and their typing origins per field and
+# per frame.
+Convert = Callable[[Any, str], Any]
+_SCALARS = frozenset((str, int, float, bool, type(None)))
+_NAMES: Dict[type, Tuple[str, ...]] = {}
+_PLANS: Dict[type, Tuple[Tuple[str, Convert, str], ...]] = {}
+
+
+def _names(cls: type) -> Tuple[str, ...]:
+    names = _NAMES.get(cls)
+    if names is None:
+        names = _NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    return names
+
+
 def to_dict(message: Message) -> Dict[str, Any]:
     """The message's fields as plain JSON values (nested messages as objects)."""
-    return {f.name: _plain(getattr(message, f.name)) for f in dataclasses.fields(message)}
+    out = {}
+    for name in _names(type(message)):
+        value = getattr(message, name)
+        out[name] = value if type(value) in _SCALARS else _plain(value)
+    return out
 
 
 def _plain(value: Any) -> Any:
@@ -539,16 +571,16 @@ def _plain(value: Any) -> Any:
     return value
 
 
-_HINTS: Dict[type, Dict[str, Any]] = {}
-
-
-def _hints(cls: type) -> Dict[str, Any]:
-    hints = _HINTS.get(cls)
-    if hints is None:
+def _plan(cls: type) -> Tuple[Tuple[str, Convert, str], ...]:
+    plan = _PLANS.get(cls)
+    if plan is None:
         module = sys.modules[cls.__module__].__dict__
         hints = typing.get_type_hints(cls, module)
-        _HINTS[cls] = hints
-    return hints
+        plan = tuple(
+            (name, _converter(hints[name]), f"{cls.__name__}.{name}") for name in _names(cls)
+        )
+        _PLANS[cls] = plan
+    return plan
 
 
 def from_dict(cls: Type[M], data: Any) -> M:
@@ -557,44 +589,64 @@ def from_dict(cls: Type[M], data: Any) -> M:
     if not isinstance(data, dict):
         msg = f"{cls.__name__}: expected an object, got {type(data).__name__}"
         raise FrameError(msg)
-    hints = _hints(cls)
     values = {}
-    for f in dataclasses.fields(cls):
-        if f.name in data:
-            values[f.name] = _typed(data[f.name], hints[f.name], f"{cls.__name__}.{f.name}")
+    for name, convert, where in _plan(cls):
+        if name in data:
+            values[name] = convert(data[name], where)
     return cls(**values)
 
 
-def _typed(value: Any, tp: Any, where: str) -> Any:
+def _converter(tp: Any) -> Convert:
+    """What checks (and converts) a JSON value for a field of type `tp`."""
     origin = typing.get_origin(tp)
     if origin is typing.Union:
         options = typing.get_args(tp)
-        if value is None and type(None) in options:
-            return None
         [inner] = [o for o in options if o is not type(None)]
-        return _typed(value, inner, where)
+        convert = _converter(inner)
+        if type(None) not in options:
+            return convert
+        return lambda value, where: None if value is None else convert(value, where)
     if origin is list:
         (item,) = typing.get_args(tp)
-        if not isinstance(value, list):
-            msg = f"{where}: expected a list"
-            raise FrameError(msg)
-        return [_typed(v, item, where) for v in value]
+        each = _converter(item)
+
+        def listed(value: Any, where: str) -> Any:
+            if not isinstance(value, list):
+                msg = f"{where}: expected a list"
+                raise FrameError(msg)
+            return [each(v, where) for v in value]
+
+        return listed
     if origin is dict:
         _, item = typing.get_args(tp)
-        if not isinstance(value, dict):
-            msg = f"{where}: expected an object"
-            raise FrameError(msg)
-        return {str(k): _typed(v, item, where) for k, v in value.items()}
+        each = _converter(item)
+
+        def mapped(value: Any, where: str) -> Any:
+            if not isinstance(value, dict):
+                msg = f"{where}: expected an object"
+                raise FrameError(msg)
+            return {str(k): each(v, where) for k, v in value.items()}
+
+        return mapped
     if tp is Any:
-        return value
+        return lambda value, where: value
     if isinstance(tp, type) and issubclass(tp, Message):
-        return from_dict(tp, value)
-    if tp is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if (tp is int and isinstance(value, bool)) or not isinstance(value, tp):
-        msg = f"{where}: expected {tp.__name__}, got {type(value).__name__}"
-        raise FrameError(msg)
-    return value
+        return lambda value, where: from_dict(tp, value)
+    return _scalar(tp)
+
+
+def _scalar(tp: type) -> Convert:
+    def scalar(value: Any, where: str) -> Any:
+        if type(value) is tp:
+            return value
+        if tp is float and isinstance(value, int) and not isinstance(value, bool):
+            return float(value)
+        if (tp is int and isinstance(value, bool)) or not isinstance(value, tp):
+            msg = f"{where}: expected {tp.__name__}, got {type(value).__name__}"
+            raise FrameError(msg)
+        return value
+
+    return scalar
 
 
 # -- frames ------------------------------------------------------------------

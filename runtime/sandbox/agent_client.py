@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import AsyncGenerator, AsyncIterable, Awaitable, Callable
 from typing import TypeVar
 
@@ -104,9 +105,9 @@ class AgentClient:
         if request_id is None:
             request_id = self.channel.next_id()
         try:
-            frame = await asyncio.wait_for(
-                self._exchange(message, body, on_event, request_id, feed), within_s
-            )
+            # A timeout scope, not wait_for: no task of its own per request.
+            async with asyncio.timeout(within_s):
+                frame = await self._exchange(message, body, on_event, request_id, feed)
         except asyncio.CancelledError:
             with contextlib.suppress(Exception):
                 await self.channel.cancel(request_id, "cancelled")
@@ -235,6 +236,22 @@ class AgentClient:
     async def read(self, request: protocol.Read) -> tuple[protocol.ReadReply, bytes]:
         within = request.deadline_s + ANSWER_MARGIN_S
         return await self._call(request, protocol.ReadReply, within_s=within)
+
+    async def read_resolved(
+        self, request: protocol.Read, check: Callable[[str], None]
+    ) -> tuple[protocol.ReadReply, bytes]:
+        """Resolve `request.path` in the sandbox and read what it resolves to,
+        in one trip; `check(resolved)` raises if that path may not be shown.
+
+        It runs before any failure of the read is raised: a path the session
+        may not read is denied whatever its state (missing, a directory).
+        """
+        request = dataclasses.replace(request, resolve=True)
+        reply, body = await self.read(request)
+        check(reply.path)
+        if reply.failure is not None:
+            raise failure_of(reply.failure)
+        return reply, body
 
     async def write(self, path: str, data: bytes) -> protocol.WriteReply:
         reply, _ = await self._call(protocol.Write(path=path), protocol.WriteReply, data)

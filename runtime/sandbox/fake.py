@@ -26,7 +26,7 @@ import itertools
 import posixpath
 import tarfile
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from runtime.agent import protocol
@@ -230,6 +230,18 @@ class FakeChannel:
         found = [p for p in self.dirs | set(self.files) if p.startswith(prefix) and p != top]
         return sorted(p for p in found if recursive or "/" not in p[len(prefix) :])
 
+    def _read(self, request: protocol.Read) -> tuple[protocol.ReadReply, bytes]:
+        data = self._file(request.path)
+        if request.raw:
+            return protocol.ReadReply(size=len(data)), data
+        lines = data.splitlines(keepends=True)
+        end = request.offset - 1 + request.limit
+        window = b"".join(lines[request.offset - 1 : end])
+        reply = protocol.ReadReply(
+            size=len(data), total_lines=len(lines), truncated=end < len(lines)
+        )
+        return reply, window
+
     def _files(
         self, request: protocol.Message, body: bytes, rid: int, on_event: FrameSink | None
     ) -> Answer:
@@ -246,17 +258,16 @@ class FakeChannel:
             return protocol.Resolved(
                 resolved=[protocol.ResolvedPath(path=p, type=self._kind(p)) for p in paths]
             ), b""
+        if isinstance(request, protocol.Read) and request.resolve:
+            path = posixpath.normpath(request.path)
+            try:
+                reply, data = self._read(replace(request, path=path, resolve=False))
+            except Refused as refused:
+                return protocol.ReadReply(path=path, failure=refused.failure), b""
+            reply.path = path
+            return reply, data
         if isinstance(request, protocol.Read):
-            data = self._file(request.path)
-            if request.raw:
-                return protocol.ReadReply(size=len(data)), data
-            lines = data.splitlines(keepends=True)
-            end = request.offset - 1 + request.limit
-            window = b"".join(lines[request.offset - 1 : end])
-            reply = protocol.ReadReply(
-                size=len(data), total_lines=len(lines), truncated=end < len(lines)
-            )
-            return reply, window
+            return self._read(request)
         if isinstance(request, protocol.Write):
             self._put(request.path, body)
             return protocol.WriteReply(bytes_written=len(body)), b""

@@ -4,6 +4,8 @@ Every path is resolved by the sandbox's own kernel (the agent's `resolve`
 op, as the sandbox user), checked against the session's allowlist, and then
 opened by the agent without following any symlink, so a link swapped in
 between the check and the open makes the call fail rather than escape.
+read_file does both in one trip (Read.resolve): the agent resolves and reads,
+and the resolved path is checked here before anything read is shown.
 """
 
 from __future__ import annotations
@@ -91,17 +93,31 @@ def refuse_long_path(path: str, field: str, via: str = "") -> None:
         raise InvalidArguments(msg)
 
 
+def asked_path(path: str, field: str = "path") -> str:
+    """`path` normalized, refused if the sandbox's kernel would find it too long."""
+    asked = normalize(path)
+    for candidate in (path, asked):
+        refuse_long_path(candidate, field)
+    return asked
+
+
+def check_resolved(
+    ctx: ToolContext, asked: str, resolved: str, write: bool = False, field: str = "path"
+) -> None:
+    """Refuse what `asked` resolved to unless the allowlist permits it and the
+    kernel's length limits allow it."""
+    refuse_long_path(resolved, field, via=" resolves to a path that")
+    ctx.allowlist.check(resolved, write=write, asked=asked)
+
+
 async def checked_path(
     ctx: ToolContext, path: str, write: bool = False, field: str = "path"
 ) -> tuple[str, str]:
     """(resolved path, its type or "" when missing), allowed by the session's
     allowlist and within the kernel's length limits (`field` names the argument)."""
-    asked = normalize(path)
-    for candidate in (path, asked):
-        refuse_long_path(candidate, field)
+    asked = asked_path(path, field)
     [item] = await ctx.agent.resolve([asked])
-    refuse_long_path(item.path, field, via=" resolves to a path that")
-    ctx.allowlist.check(item.path, write=write, asked=asked)
+    check_resolved(ctx, asked, item.path, write, field)
     return item.path, item.type
 
 
@@ -130,17 +146,20 @@ def decode_text(data: bytes, cut: bool) -> str | None:
 
 
 async def read_file(ctx: ToolContext, args: ReadFileArgs) -> dict[str, Any]:
-    resolved, _ = await checked_path(ctx, args.path)
-    reply, body = await ctx.agent.read(
+    asked = asked_path(args.path)
+    # One trip: the agent resolves and reads; the resolved path is checked
+    # here before the content or the read's failure is shown.
+    reply, body = await ctx.agent.read_resolved(
         protocol.Read(
-            path=resolved,
+            path=asked,
             offset=args.offset or 1,
             limit=args.limit or DEFAULT_READ_LINES,
             max_bytes=ctx.limits.output_cap_bytes,
             deadline_s=ctx.limits.call_timeout_s,
-        )
+        ),
+        lambda resolved: check_resolved(ctx, asked, resolved),
     )
-    refuse_hard_links(ctx, resolved, reply)
+    refuse_hard_links(ctx, reply.path, reply)
     text = None if reply.binary else decode_text(body, reply.truncated)
     return {
         "content": text or "",

@@ -56,6 +56,8 @@ def without_surrogates(value: Any) -> tuple[Any, bool]:
     """`value` with every lone surrogate in its strings (a file name that is
     not UTF-8, as Python decodes it) replaced by U+FFFD; and whether any was."""
     if isinstance(value, str):
+        if value.isascii():  # far cheaper than the scan below
+            return value, False
         fixed = SURROGATES.sub("\ufffd", value)
         return fixed, fixed != value
     if isinstance(value, dict):

@@ -210,6 +210,11 @@ def test_symlinks_to_outside_are_resolved_then_denied(session):
         write = session.call("write_file", {"path": path, "content": "pwned"})
         assert write.error_code == "PATH_DENIED", path
     assert session.call("list_files", {"path": "dir-link"}).error_code == "PATH_DENIED"
+    # Denied before the read says what is there (a directory, nothing, no permission).
+    for path in ("dir-link", "dir-link/missing", "/root/x"):
+        assert session.call("read_file", {"path": path}).error_code == "PATH_DENIED", path
+    denied = session.call("read_file", {"path": "file-link"}).error_message
+    assert denied.startswith("/workspace/file-link (resolves to /tmp/outside/s): outside"), denied
     assert sh(session, "cat /tmp/outside/s; ls /tmp/outside") == "SECRET\ns\n"
     # A link that stays inside is fine.
     sh(session, "echo inside > real.txt; ln -s real.txt good-link")

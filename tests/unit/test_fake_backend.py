@@ -12,6 +12,7 @@ import pytest
 from runtime.agent import protocol
 from runtime.config import Limits
 from runtime.errors import (
+    CallTimeout,
     FileMissing,
     InternalFailure,
     InvalidArguments,
@@ -19,6 +20,7 @@ from runtime.errors import (
     PathDenied,
     SandboxLost,
 )
+from runtime.sandbox import agent_client
 from runtime.sandbox.backend import ConnectedSandbox, SandboxSpec
 from runtime.sandbox.fake import FakeBackend, Lose
 
@@ -148,6 +150,33 @@ def test_a_cancelled_call_stops_its_script():
 
     asyncio.run(run())
     assert finished == []
+
+
+def test_an_agent_that_does_not_answer_in_time_is_a_timeout_and_told_to_stop(monkeypatch):
+    monkeypatch.setattr(agent_client, "ANSWER_MARGIN_S", 0.0)
+    backend = FakeBackend()
+    started: list[str] = []
+    finished: list[str] = []
+
+    async def stuck(request: protocol.Exec) -> tuple[protocol.ExecResult, bytes]:
+        started.append(request.command)
+        await asyncio.sleep(10)
+        finished.append(request.command)
+        return protocol.ExecResult(exit_code=0), b""
+
+    backend.script(stuck)
+
+    async def run() -> None:
+        sandbox = await sandbox_of(backend)
+        request = protocol.Exec(command="x", timeout_s=0.2, grace_s=0.0)
+        with pytest.raises(CallTimeout, match="did not answer 'exec' within 0.2 s"):
+            await sandbox.agent.exec(request)
+        await asyncio.sleep(0)  # the cancel reaches the script
+        assert not sandbox.lost
+        await sandbox.agent.ping()
+
+    asyncio.run(run())
+    assert (started, finished) == (["x"], [])
 
 
 def test_extract_refuses_what_the_fake_cannot_hold():

@@ -20,7 +20,7 @@ def reference(data: bytes, first: int, limit: int, max_bytes: int) -> tuple[int,
 
 @pytest.mark.parametrize("chunk", [1, 3, 7, 64, 1 << 20])
 def test_line_window_matches_the_reference(monkeypatch, chunk):
-    monkeypatch.setattr(files, "CHUNK", chunk)
+    monkeypatch.setattr(files, "WINDOW_CHUNK", chunk)
     rng = random.Random(chunk)
     for _ in range(300):
         data = b"".join(
