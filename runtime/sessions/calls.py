@@ -77,7 +77,9 @@ class Calls:
             raise BadRequest(msg)
         session = self._manager.get(tenant, session_id)
         if spend:
-            self._manager.quotas.spend_calls(tenant, spend)
+            await self._manager.quotas.take_calls(tenant, spend)
+            # A call held for its tenant's rate: the session may have closed meanwhile.
+            session = self._manager.get(tenant, session_id)
         size = len(call.id.encode())
         if size > MAX_CALL_ID_BYTES:
             # Answered, never journaled: an id is what the journal keeps.
@@ -206,7 +208,7 @@ class Calls:
         if len(set(ids)) != len(ids):
             msg = "duplicate call ids in one batch; every call needs its own id"
             raise BadRequest(msg)
-        self._manager.quotas.spend_calls(tenant, len(calls))
+        await self._manager.quotas.take_calls(tenant, len(calls))
         results: list[ToolResult] = []
         for group in self._batch_groups(calls):
             results += await asyncio.gather(
