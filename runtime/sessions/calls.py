@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 import uuid
 from collections.abc import Callable
@@ -30,6 +31,7 @@ from runtime.errors import (
 )
 from runtime.models import ToolCall, ToolResult
 from runtime.observability import Observability
+from runtime.sessions.fairness import FairStarts
 from runtime.sessions.manager import SessionManager
 from runtime.sessions.session import Session
 from runtime.tools.base import ToolContext
@@ -52,6 +54,9 @@ class Calls:
         self._manager = manager
         self._registry = registry
         self._obs = obs
+        self.starts = FairStarts(
+            config.fair_start_slots or os.cpu_count() or 1, config.fair_start_slice_s
+        )
 
     async def execute(
         self,
@@ -86,9 +91,10 @@ class Calls:
             msg = f"the call id is {size} bytes; a call id is 1 to {MAX_CALL_ID_BYTES} bytes"
             return ToolResult.failed(call.id, InvalidArguments(msg))
         with session.in_use():
-            return await session.journal.run_once(
-                call, lambda: self._execute_once(session, call, on_output)
-            )
+            async with self.starts.turn(tenant):
+                return await session.journal.run_once(
+                    call, lambda: self._execute_once(session, call, on_output)
+                )
 
     async def _execute_once(
         self,
