@@ -1,13 +1,17 @@
-"""A tenant that ignores its rate's refusals, beside one that does not, over gRPC:
-the first is held until the time its refusal named, the second is served meanwhile."""
+"""A busy tenant beside a quiet one, over gRPC: a tenant ignoring its rate's
+refusals is held until the time they named, and a tenant flooding calls takes
+turns to start them; the quiet one is served meanwhile."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 
+from runtime.agent import protocol
 from runtime.sessions import quotas
 from tests.unit.secured import status_of
 
@@ -47,3 +51,36 @@ def test_a_tenant_ignoring_refusals_is_held_while_its_neighbour_is_served(
     refused = [r for r in secured.audit() if r["event"] == "call" and r["code"]]
     assert [r["code"] for r in refused] == ["RESOURCE_EXHAUSTED"] * HAMMERING
     assert {r["tenant"] for r in refused} == {"alice"}
+
+
+def test_beside_a_tenants_calls_waiting_for_a_turn_its_neighbour_is_served(secure_daemon):
+    secured = secure_daemon(fair_start_slots=1, fair_start_slice_s=60)
+    gate = threading.Event()
+
+    async def answer(request: protocol.Exec) -> tuple[protocol.ExecResult, bytes]:
+        while "wait" in request.command and not gate.is_set():
+            await asyncio.sleep(0.01)
+        return protocol.ExecResult(exit_code=0), b""
+
+    core = secured.daemon.daemon.core
+    core.backend.script(answer)
+    waiting = core.calls.starts.waiting
+    alice, bob = secured.client("alice"), secured.client("bob")
+    a_sids = [alice.create_session().id for _ in range(3)]
+    b_sid = bob.create_session().id
+    assert bob.call(b_sid, "shell", {"command": "true"}).ok  # bob is calling too
+    with ThreadPoolExecutor(3) as pool:
+        # Alice's first call starts freely, her second takes the one slot, her third waits.
+        flood = [pool.submit(alice.call, sid, "shell", {"command": "wait"}) for sid in a_sids]
+        try:
+            deadline = time.monotonic() + 30
+            while waiting("alice") < 1 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert waiting("alice") == 1
+            for _ in range(3):  # nothing of bob's is running: his calls start at once
+                assert bob.call(b_sid, "shell", {"command": "true"}).ok
+            assert waiting("alice") == 1
+        finally:
+            gate.set()
+        assert all(f.result().ok for f in flood)
+    assert waiting("alice") == 0
