@@ -368,7 +368,8 @@ class Config(BaseModel):
     fair_start_slots: int = Field(0, ge=0)
     """While two or more tenants are calling, each may start one call at once
     freely and the calls beyond share this many slots, taken in turn by
-    tenant (0: as many as the host has cores)."""
+    tenant (0: half the host's cores, at least 1: with the free calls of two
+    calling tenants, about one call starting per core)."""
     fair_start_slice_s: float = Field(0.1, ge=0)
     """How long a call holds its slot at most (a longer call runs on without
     it); 0 turns taking turns off."""

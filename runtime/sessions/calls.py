@@ -54,9 +54,8 @@ class Calls:
         self._manager = manager
         self._registry = registry
         self._obs = obs
-        self.starts = FairStarts(
-            config.fair_start_slots or os.cpu_count() or 1, config.fair_start_slice_s
-        )
+        slots = config.fair_start_slots or (os.cpu_count() or 1) // 2
+        self.starts = FairStarts(slots, config.fair_start_slice_s)
 
     async def execute(
         self,
