@@ -49,6 +49,7 @@ MAX_HOLD_S = 1.0
 class Bucket:
     tokens: float
     at: float
+    burst: int = 1
     # When the latest refusal said the tenant could call again, and how many
     # of its calls wait for that time now.
     told: float = 0.0
@@ -142,7 +143,8 @@ class TenantQuotas:
     async def take_calls(self, tenant: str, count: int = 1) -> None:
         """`spend_calls`, judged no earlier than the time the tenant's last refusal named."""
         bucket = self._buckets.get(tenant)
-        if bucket is not None and bucket.held < MAX_HELD:
+        # A batch larger than the burst never fits: refused at once.
+        if bucket is not None and bucket.held < MAX_HELD and count <= bucket.burst:
             early = bucket.told - self._clock()
             if early > 0:
                 bucket.held += 1
@@ -164,7 +166,7 @@ class TenantQuotas:
         now = self._clock()
         bucket = self._buckets.get(tenant)
         if bucket is None:
-            bucket = self._buckets[tenant] = Bucket(float(burst), now)
+            bucket = self._buckets[tenant] = Bucket(float(burst), now, burst)
         bucket.tokens = min(float(burst), bucket.tokens + (now - bucket.at) * rate)
         bucket.at = now
         if count > burst:

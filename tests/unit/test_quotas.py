@@ -143,3 +143,20 @@ def test_holding_is_bounded_per_tenant(monkeypatch):
     outcomes = asyncio.run(scenario())
     assert outcomes.count(None) == 1
     assert q.held("alice") == 0
+
+
+def test_a_batch_larger_than_the_burst_is_refused_at_once_even_when_early():
+    clock = Clock()
+    q = quotas({"alice": {"calls_per_second": 1, "burst": 2}}, clock)
+
+    async def scenario() -> None:
+        await q.take_calls("alice", 2)
+        with pytest.raises(RateLimited, match="retry in"):
+            await q.take_calls("alice")
+        call = asyncio.ensure_future(q.take_calls("alice", 3))
+        await asyncio.sleep(0)
+        assert q.held("alice") == 0
+        with pytest.raises(RateLimited, match="a batch of 3 calls exceeds"):
+            await call
+
+    asyncio.run(scenario())
