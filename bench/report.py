@@ -121,9 +121,11 @@ def identity_section(
         "their own, one session each, calling back to back and ignoring refusals), "
         "on a daemon with no tenant tables, on one giving alice "
         f"`calls_per_second = {rate}`, and on one more with that quota where alice "
-        "waits as each refusal says. Reported, not judged: the flooding client "
-        "runs on the same host, and on one of few CPUs a flood (of calls or of "
-        "refusals) competes with the neighbour for them.",
+        "waits as each refusal says. A tenant calling before the time its refusal "
+        "named is held until then; while two tenants call, each starts one call "
+        "at once freely and the rest take turns (`fair_start_slots`). Reported, "
+        "not judged: the flooding client runs on the same host, and on one of few "
+        "CPUs a flood (of calls or of refusals) competes with the neighbour for them.",
         "",
         *target_table(identity_checks(s), names),
         "",

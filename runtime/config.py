@@ -366,6 +366,14 @@ class Config(BaseModel):
     journal_max_ids: int = Field(20_000, ge=0)
     """Call ids (without their results) a session remembers after their
     results were dropped, so that a repeat is refused instead of run again."""
+    fair_start_slots: int = Field(0, ge=0)
+    """While two or more tenants are calling, each may start one call at once
+    freely and the calls beyond share this many slots, taken in turn by
+    tenant (0: half the host's cores, at least 1: with the free calls of two
+    calling tenants, about one call starting per core)."""
+    fair_start_slice_s: float = Field(0.1, ge=0)
+    """How long a call holds its slot at most (a longer call runs on without
+    it); 0 turns taking turns off."""
     defaults: Limits = Field(default_factory=lambda: Limits())
     """Limits of a session that asks for none."""
     maxima: Limits = Field(default_factory=lambda: DEFAULT_MAXIMA.model_copy())

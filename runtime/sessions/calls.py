@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import os
 import time
 import uuid
 from collections.abc import Callable
@@ -33,6 +34,7 @@ from runtime.errors import (
 )
 from runtime.models import ToolCall, ToolResult
 from runtime.observability import Observability
+from runtime.sessions.fairness import FairStarts
 from runtime.sessions.manager import SessionManager
 from runtime.sessions.session import Session
 from runtime.tools.base import Baseline, Tool, ToolContext
@@ -67,6 +69,8 @@ class Calls:
         self._obs = obs
         # workspace_diff's other side (the snapshots of `snapshots.service`).
         self._baselines = baselines
+        slots = config.fair_start_slots or (os.cpu_count() or 1) // 2
+        self.starts = FairStarts(slots, config.fair_start_slice_s)
 
     async def execute(
         self,
@@ -92,19 +96,22 @@ class Calls:
             raise BadRequest(msg)
         session = await self._manager.lookup(tenant, session_id)
         if spend:
-            self._manager.quotas.spend_calls(tenant, spend)
+            await self._manager.quotas.take_calls(tenant, spend)
+            # A call held for its tenant's rate: the session may have closed meanwhile.
+            session = self._manager.get(tenant, session_id)
         size = len(call.id.encode())
         if size > MAX_CALL_ID_BYTES:
             # Answered, never journaled: an id is what the journal keeps.
             msg = f"the call id is {size} bytes; a call id is 1 to {MAX_CALL_ID_BYTES} bytes"
             return ToolResult.failed(call.id, InvalidArguments(msg))
         with session.in_use():
-            return await session.journal.run_once(
-                call,
-                lambda: self._execute_once(session, call, on_output),
-                resume=lambda: self._execute_once(session, call, on_output, resume=True),
-                durable_start=not self._read_only(call.name),
-            )
+            async with self.starts.turn(tenant):
+                return await session.journal.run_once(
+                    call,
+                    lambda: self._execute_once(session, call, on_output),
+                    resume=lambda: self._execute_once(session, call, on_output, resume=True),
+                    durable_start=not self._read_only(call.name),
+                )
 
     async def _execute_once(
         self,
@@ -266,7 +273,7 @@ class Calls:
         if len(set(ids)) != len(ids):
             msg = "duplicate call ids in one batch; every call needs its own id"
             raise BadRequest(msg)
-        self._manager.quotas.spend_calls(tenant, len(calls))
+        await self._manager.quotas.take_calls(tenant, len(calls))
         results: list[ToolResult] = []
         for group in self._batch_groups(calls):
             results += await asyncio.gather(

@@ -6,10 +6,21 @@ RESOURCE_EXHAUSTED naming the quota — for the rate, with the wait. A tenant
 without a table gets `[tenants.default]` when there is one; with no tables
 at all nothing here limits anybody. The rate is a token bucket per tenant,
 so one tenant's flood spends only its own tokens.
+
+A tenant calling again before the time its last refusal named (a client
+that ignores refusals, or many callers of one tenant) is held until that
+time and judged then, instead of being refused at once: answering a refusal
+costs the daemon as much CPU as a small call, and a client that retries on
+every refusal would otherwise turn its quota into a stream of refusals as
+fast as the host can answer them, slowing every other tenant. Held, such a
+client gets one answer per wait. The holding is bounded (MAX_HELD calls per
+tenant, MAX_HOLD_S each), so a flood that does not wait for answers cannot
+pile up held calls; beyond that, refusals are immediate again.
 """
 
 from __future__ import annotations
 
+import asyncio
 import fnmatch
 import math
 import time
@@ -29,10 +40,20 @@ class Usage:
     cpus: float = 0.0
 
 
+# Calls of one tenant held at once, and the longest any is held (see above).
+MAX_HELD = 256
+MAX_HOLD_S = 1.0
+
+
 @dataclass
 class Bucket:
     tokens: float
     at: float
+    burst: int = 1
+    # When the latest refusal said the tenant could call again, and how many
+    # of its calls wait for that time now.
+    told: float = 0.0
+    held: int = 0
 
 
 class TenantQuotas:
@@ -122,6 +143,27 @@ class TenantQuotas:
                 )
                 raise AdmissionRefused(msg)
 
+    def held(self, tenant: str) -> int:
+        """How many of the tenant's calls wait for the time a refusal named."""
+        bucket = self._buckets.get(tenant)
+        return bucket.held if bucket else 0
+
+    async def take_calls(self, tenant: str, count: int = 1) -> None:
+        """`spend_calls`, judged no earlier than the time the tenant's last refusal named."""
+        bucket = self._buckets.get(tenant)
+        # A batch larger than the burst never fits: refused at once.
+        if bucket is not None and bucket.held < MAX_HELD and count <= bucket.burst:
+            early = bucket.told - self._clock()
+            if early > 0:
+                bucket.held += 1
+                try:
+                    # A microsecond over, so that the named time's token is
+                    # there despite the rounding of the clock's floats.
+                    await asyncio.sleep(min(early + 1e-6, MAX_HOLD_S))
+                finally:
+                    bucket.held -= 1
+        self.spend_calls(tenant, count)
+
     def spend_calls(self, tenant: str, count: int = 1) -> None:
         """Take `count` calls from the tenant's rate, or refuse saying how long to wait."""
         quota = self._config.quota_of(tenant)
@@ -132,7 +174,7 @@ class TenantQuotas:
         now = self._clock()
         bucket = self._buckets.get(tenant)
         if bucket is None:
-            bucket = self._buckets[tenant] = Bucket(float(burst), now)
+            bucket = self._buckets[tenant] = Bucket(float(burst), now, burst)
         bucket.tokens = min(float(burst), bucket.tokens + (now - bucket.at) * rate)
         bucket.at = now
         if count > burst:
@@ -143,6 +185,7 @@ class TenantQuotas:
             raise RateLimited(msg, math.inf)
         if bucket.tokens < count:
             wait = (count - bucket.tokens) / rate
+            bucket.told = max(bucket.told, now + wait)
             msg = (
                 f"tenant {tenant} is over its calls_per_second quota ({rate:g}, burst {burst}); "
                 f"retry in {wait:.3f} s"

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from runtime.config import Config, Limits
 from runtime.errors import AdmissionRefused, PermissionDenied, RateLimited
+from runtime.sessions import quotas as quotas_module
 from runtime.sessions.quotas import TenantQuotas
 from tests.unit.test_auth_rules import Clock
 
@@ -94,3 +97,66 @@ def test_burst_defaults_to_the_rate():
     q.spend_calls("alice")
     with pytest.raises(RateLimited, match="burst 1\\); retry in 2.000 s"):
         q.spend_calls("alice")
+
+
+def test_calls_before_the_time_a_refusal_named_are_held_until_then():
+    q = TenantQuotas(Config(tenants={"default": {"calls_per_second": 5, "burst": 1}}))
+
+    async def scenario() -> list[BaseException | None]:
+        await q.take_calls("alice")  # the burst: never held
+        with pytest.raises(RateLimited, match="retry in 0.2"):
+            await q.take_calls("alice")  # the first refusal is immediate
+        early = [asyncio.ensure_future(q.take_calls("alice")) for _ in range(3)]
+        await asyncio.sleep(0)
+        assert q.held("alice") == 3
+        # A neighbour with its own bucket is neither held nor refused meanwhile.
+        await q.take_calls("bob")
+        assert q.held("bob") == 0
+        assert q.held("alice") == 3
+        return await asyncio.gather(*early, return_exceptions=True)
+
+    outcomes = asyncio.run(scenario())
+    # Judged at the named time: one token had come back, the others refused.
+    assert outcomes.count(None) == 1
+    assert sum(isinstance(o, RateLimited) for o in outcomes) == 2
+    assert q.held("alice") == 0
+
+
+def test_holding_is_bounded_per_tenant(monkeypatch):
+    monkeypatch.setattr(quotas_module, "MAX_HELD", 2)
+    clock = Clock()
+    q = quotas({"alice": {"calls_per_second": 1}}, clock)
+
+    async def scenario() -> list[BaseException | None]:
+        await q.take_calls("alice")
+        with pytest.raises(RateLimited):
+            await q.take_calls("alice")
+        held = [asyncio.ensure_future(q.take_calls("alice")) for _ in range(2)]
+        await asyncio.sleep(0)
+        assert q.held("alice") == 2
+        # Past the bound a call is judged at once: refused, not piled up.
+        with pytest.raises(RateLimited):
+            await q.take_calls("alice")
+        clock.now = 1.0
+        return await asyncio.gather(*held, return_exceptions=True)
+
+    outcomes = asyncio.run(scenario())
+    assert outcomes.count(None) == 1
+    assert q.held("alice") == 0
+
+
+def test_a_batch_larger_than_the_burst_is_refused_at_once_even_when_early():
+    clock = Clock()
+    q = quotas({"alice": {"calls_per_second": 1, "burst": 2}}, clock)
+
+    async def scenario() -> None:
+        await q.take_calls("alice", 2)
+        with pytest.raises(RateLimited, match="retry in"):
+            await q.take_calls("alice")
+        call = asyncio.ensure_future(q.take_calls("alice", 3))
+        await asyncio.sleep(0)
+        assert q.held("alice") == 0
+        with pytest.raises(RateLimited, match="a batch of 3 calls exceeds"):
+            await call
+
+    asyncio.run(scenario())
