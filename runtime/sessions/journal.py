@@ -86,6 +86,12 @@ def fingerprint(call: ToolCall) -> str:
 class JournalSink(Protocol):
     """Where a journal's calls are made durable (state.durable for sessions)."""
 
+    @property
+    def healthy(self) -> bool:
+        """False while the latest write failed: then every call is recorded
+        as started first (and refused if that fails)."""
+        ...
+
     async def started(self, call_id: str, fingerprint: str) -> None: ...
 
     async def finished(self, call_id: str, fingerprint: str, result: ToolResult) -> None:
@@ -193,7 +199,7 @@ class Journal:
     ) -> ToolResult:
         entry = _Entry(digest, asyncio.get_running_loop().create_future())
         self._entries[call.id] = entry
-        if self.sink is not None and durable_start:
+        if self.sink is not None and (durable_start or not self.sink.healthy):
             try:
                 await self.sink.started(call.id, digest)
             except BaseException as exc:
