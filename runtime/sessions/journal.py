@@ -132,6 +132,7 @@ class Journal:
         # Calls a previous daemon started and never answered: id -> fingerprint.
         self._unfinished: dict[str, str] = {}
         self.sink: JournalSink | None = None
+        self._storing: set[asyncio.Future[None]] = set()
 
     def restore(
         self, call_id: str, fingerprint: str, result: ToolResult | None, done: bool
@@ -231,8 +232,14 @@ class Journal:
                 "delivered; it may or may not have run, and it will not run again. "
                 "Check its effects, then use a new call id if it must run."
             )
-            entry.answer.set_result(ToolResult.failed(call.id, OutcomeUnknown(msg)))
+            unknown = ToolResult.failed(call.id, OutcomeUnknown(msg))
+            entry.answer.set_result(unknown)
             self._trim()
+            if self.sink is not None:
+                # The same answer after a restart (stored off this cancelled task).
+                storing = asyncio.ensure_future(self.sink.finished(call.id, digest, unknown))
+                self._storing.add(storing)
+                storing.add_done_callback(self._storing.discard)
             raise
         entry.answer.set_result(result)
         entry.size = _size(call.id, digest, result)
