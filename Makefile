@@ -99,6 +99,7 @@ lint: $(STAMP) ## ruff, ruff format --check, mypy
 bench: image ## benchmark vs docker exec and llm-sandbox (BENCH_ARGS=--quick); writes bench/results
 	bash bench/setup.sh
 	bench/.venv/bin/python -m bench.run $(BENCH_ARGS)
+	$(PY) -m bench.restarts
 
 clean: ## remove the venv and caches (not images)
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -46,6 +46,10 @@ class SessionSink:
         self._durable = durable
         self._session = session
 
+    @property
+    def healthy(self) -> bool:
+        return not self._durable.broken
+
     async def started(self, call_id: str, fingerprint: str) -> None:
         await self._durable.call_started(self._session.id, call_id, fingerprint)
 

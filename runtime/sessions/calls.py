@@ -110,7 +110,7 @@ class Calls:
                     call,
                     lambda: self._execute_once(session, call, on_output),
                     resume=lambda: self._execute_once(session, call, on_output, resume=True),
-                    durable_start=not self._read_only(call.name),
+                    durable_start=self._needs_start_record(call.name),
                 )
 
     async def _execute_once(
@@ -244,7 +244,11 @@ class Calls:
             state=session.tool_state,
             allowlist=session.allowlist,
             redactor=session.redactor,
-            resume=resume,
+            # A resumable tool's command always goes with `resume`: the agent
+            # runs a call id it never saw, and answers one it did from what
+            # it kept (a previous daemon may have sent it): exactly once
+            # without a start record on disk.
+            resume=resume or tool.resumable,
             baseline=functools.partial(self._baselines.baseline, session)
             if self._baselines
             else None,
@@ -302,6 +306,16 @@ class Calls:
             return self._registry.get(name).read_only
         except UnknownTool:
             return False
+
+    def _needs_start_record(self, name: str) -> bool:
+        """Whether a call must be recorded as started before it runs: not if
+        running it again is harmless (read-only) or its agent command says
+        itself whether it ran (resumable: always sent with `resume`)."""
+        try:
+            tool = self._registry.get(name)
+        except UnknownTool:
+            return True
+        return not (tool.read_only or tool.resumable)
 
     async def _execute_in_batch(self, tenant: str, session_id: str, call: ToolCall) -> ToolResult:
         """`execute`, except that a session lost mid-batch answers the rest."""

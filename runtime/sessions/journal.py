@@ -86,6 +86,12 @@ def fingerprint(call: ToolCall) -> str:
 class JournalSink(Protocol):
     """Where a journal's calls are made durable (state.durable for sessions)."""
 
+    @property
+    def healthy(self) -> bool:
+        """False while the latest write failed: then every call is recorded
+        as started first (and refused if that fails)."""
+        ...
+
     async def started(self, call_id: str, fingerprint: str) -> None: ...
 
     async def finished(self, call_id: str, fingerprint: str, result: ToolResult) -> None:
@@ -126,6 +132,7 @@ class Journal:
         # Calls a previous daemon started and never answered: id -> fingerprint.
         self._unfinished: dict[str, str] = {}
         self.sink: JournalSink | None = None
+        self._storing: set[asyncio.Future[None]] = set()
 
     def restore(
         self, call_id: str, fingerprint: str, result: ToolResult | None, done: bool
@@ -193,7 +200,7 @@ class Journal:
     ) -> ToolResult:
         entry = _Entry(digest, asyncio.get_running_loop().create_future())
         self._entries[call.id] = entry
-        if self.sink is not None and durable_start:
+        if self.sink is not None and (durable_start or not self.sink.healthy):
             try:
                 await self.sink.started(call.id, digest)
             except BaseException as exc:
@@ -225,8 +232,14 @@ class Journal:
                 "delivered; it may or may not have run, and it will not run again. "
                 "Check its effects, then use a new call id if it must run."
             )
-            entry.answer.set_result(ToolResult.failed(call.id, OutcomeUnknown(msg)))
+            unknown = ToolResult.failed(call.id, OutcomeUnknown(msg))
+            entry.answer.set_result(unknown)
             self._trim()
+            if self.sink is not None:
+                # The same answer after a restart (stored off this cancelled task).
+                storing = asyncio.ensure_future(self.sink.finished(call.id, digest, unknown))
+                self._storing.add(storing)
+                storing.add_done_callback(self._storing.discard)
             raise
         entry.answer.set_result(result)
         entry.size = _size(call.id, digest, result)

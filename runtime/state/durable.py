@@ -41,6 +41,9 @@ class Durable:
         self.journal = JournalStore(db, config.journal_max_results, config.journal_max_ids)
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="state")
         self._closed = False
+        # Why the latest write failed ("" once one succeeds again): while set,
+        # every call is recorded as started first, so none runs unrecorded.
+        self.broken = ""
 
     @classmethod
     def open(cls, config: Config) -> Durable:
@@ -57,13 +60,16 @@ class Durable:
             raise StateUnavailable(msg)
         loop = asyncio.get_running_loop()
         try:
-            return await loop.run_in_executor(self._writer, fn, *args)
+            result = await loop.run_in_executor(self._writer, fn, *args)
+            self.broken = ""
+            return result
         except sqlite3.Error as exc:
             msg = (
                 f"state database {self.db.path} cannot be written ({exc}); no new work is "
                 "accepted until it can (free disk space, fix its permissions)"
             )
             log.error("%s", msg)
+            self.broken = msg
             raise StateUnavailable(msg) from exc
 
     @contextlib.contextmanager

@@ -40,8 +40,8 @@ class ToolContext:
     allowlist: PathPolicy = field(default_factory=PathPolicy)
     # Redacts the session's secrets from what a tool builds of file contents.
     redactor: Redactor = field(default_factory=Redactor)
-    # A previous daemon started this call and never answered it: commands
-    # are sent with `resume` (the agent answers with the result it kept).
+    # Commands are sent with `resume`: the agent answers a call id it knows
+    # (a previous daemon started it) from what it kept instead of running it.
     resume: bool = False
     # workspace_diff's other side: the session's workspace entries at "start"
     # or at a snapshot id, and a reader of their contents by hash.

@@ -247,7 +247,9 @@ async def run_shell(ctx: ToolContext, args: ShellArgs) -> dict[str, Any]:
         # The remembered directory cannot be entered any more (removed,
         # locked, replaced): start over at home. A failure that is not about
         # the directory fails again there, and the directory is kept.
-        result, data = await ctx.agent.exec(replace(request, cwd=HOME), stdin, ctx.on_output)
+        # A new command (nothing ran: the directory could not be entered).
+        retry = replace(request, cwd=HOME, resume=False)
+        result, data = await ctx.agent.exec(retry, stdin, ctx.on_output)
         gone, state.cwd = state.cwd, HOME
         why = "no longer exists"
         if not isinstance(exc, FileMissing):

@@ -19,6 +19,7 @@ import grpc
 import pytest
 
 from runtime.client import Client, ToolrtRpcError
+from runtime.errors import DaemonStopping
 from tests.conftest import RunningDaemon, config_for_test, start_daemon
 from tests.helpers import containers_of
 
@@ -33,9 +34,14 @@ def crash(running: RunningDaemon) -> None:
     async def drop() -> None:
         if running.daemon._flusher is not None:
             running.daemon._flusher.cancel()
-        await running.daemon.server.stop(0)
         await core.reaper.stop()
+        # The streams go first and in-flight calls end without a word to the
+        # agents (a cancelled RPC would tell the agent to kill its command).
+        gone = DaemonStopping("the daemon died")
+        for session in core.manager.live_sessions():
+            session.sandbox.abort("the daemon died", gone)
         await core.backend.close()
+        await running.daemon.server.stop(0)
 
     running.run(drop())
     core.durable.close()

@@ -221,3 +221,30 @@ def test_journal_rows_keep_results_then_ids_within_bounds(tmp_path):
     assert len(rows) == 5
     store.drop("s")
     assert store.rows("s") == []
+
+
+def test_a_state_database_that_cannot_be_written_refuses_new_work_and_loses_nothing(restarts):
+    running = restarts()
+    running.daemon.core.backend.script(echo)
+    conn = running.daemon.core.durable.db.conn
+    with Client(running.target) as client:
+        session = client.create_session()
+        answered = client.call(session.id, "shell", {"command": "echo 1"}, call_id="c-1")
+        conn.execute("PRAGMA query_only = ON")  # as a full disk or a read-only file would
+        try:
+            for refused in (
+                client.create_session,
+                lambda: client.call(session.id, "shell", {"command": "echo 2"}, call_id="c-2"),
+            ):
+                with pytest.raises(ToolrtRpcError) as err:
+                    refused()
+                assert err.value.code == grpc.StatusCode.UNAVAILABLE
+                assert running.daemon.core.durable.path in err.value.details
+            assert [s.id for s in client.list_sessions()] == [session.id]
+            again = client.call(session.id, "shell", {"command": "echo 1"}, call_id="c-1")
+            assert again.output == answered.output  # what was acknowledged stays
+        finally:
+            conn.execute("PRAGMA query_only = OFF")
+        # Writable again: the refused call was never started, so it runs now.
+        assert client.call(session.id, "shell", {"command": "echo 2"}, call_id="c-2").ok
+    assert [e.command for e in restarts.backend.execs()] == ["echo 1", "echo 2"]
