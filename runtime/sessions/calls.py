@@ -27,6 +27,7 @@ from runtime.errors import (
     OutcomeUnknown,
     SandboxLost,
     SessionNotFound,
+    SessionUnusable,
     ToolFailure,
     UnknownTool,
 )
@@ -77,7 +78,10 @@ class Calls:
         if not call.id:
             msg = "ToolCall.id must not be empty: results are tied to it"
             raise BadRequest(msg)
-        session = await self._manager.lookup(tenant, session_id)
+        try:
+            session = await self._manager.lookup(tenant, session_id)
+        except SessionUnusable as exc:
+            return ToolResult.failed(call.id, SandboxLost(str(exc)))
         if spend:
             self._manager.quotas.spend_calls(tenant, spend)
         size = len(call.id.encode())
@@ -246,7 +250,10 @@ class Calls:
         runs alone, after everything before it and before everything after
         it, so the batch behaves as if run in order while reads overlap.
         """
-        await self._manager.lookup(tenant, session_id)
+        try:
+            await self._manager.lookup(tenant, session_id)
+        except SessionUnusable as exc:
+            return [ToolResult.failed(c.id, SandboxLost(str(exc))) for c in calls]
         ids = [c.id for c in calls]
         if not all(ids):
             msg = "every ToolCall in a batch needs a non-empty id: results are tied to it"

@@ -391,6 +391,7 @@ class SessionManager(RestartOps):
     ) -> None:
         if session.state == READY:
             session.state = CLOSING
+            session.closed_reason = code
             session.sandbox.abort(reason)
         try:
             await self.egress.close(session.id)

@@ -126,6 +126,12 @@ def test_state_without_a_sandbox_is_closed_as_lost_and_a_sandbox_without_state_r
         lost = client.get_session(session.id)
         assert (lost.state, lost.closed_reason) == ("closed", "sandbox_lost")
         assert client.list_sessions() == []
+        # Its calls say why, and uploads too (not "no such session").
+        answer = client.call(session.id, "shell", {"command": "true"}, call_id="late")
+        assert answer.error_code == "SANDBOX_LOST" and "closed" in answer.error_message
+        with pytest.raises(ToolrtRpcError) as err:
+            client.upload(session.id, b"")
+        assert err.value.code == grpc.StatusCode.FAILED_PRECONDITION
     assert "orphan" not in backend.sandboxes
 
 
