@@ -172,7 +172,14 @@ class RestartOps:
     async def _was_lost(self, tenant: str, session_id: str) -> bool:
         closing = self._sessions.get(session_id)
         if closing is not None and closing.tenant == tenant:
-            return closing.closed_reason == REASON_LOST
+            if closing.closed_reason != REASON_LOST:
+                return False
+            # Answer once it is closed (its container removed), as a call
+            # that finds the sandbox lost does.
+            deadline = time.monotonic() + self._config.docker_timeout_s
+            while session_id in self._sessions and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            return True
         record = await self._closed_record(tenant, session_id)
         return record is not None and record.closed_reason == REASON_LOST
 
