@@ -238,6 +238,9 @@ class Calls:
             return await tool.run(ctx, args)
         async with session.write_lock:
             if session.sandbox.lost:
+                if self._manager.stopping:
+                    msg = "the daemon is restarting; retry with the same call id"
+                    raise DaemonStopping(msg)
                 raise SandboxLost(session.sandbox.lost)
             return await tool.run(ctx, args)
 
