@@ -90,9 +90,9 @@ def wait_for(predicate, timeout: float = 20.0, interval: float = 0.1):
 
 
 def is_open(client: Client, session_id: str) -> bool:
-    """Not closed (a closed session is remembered for an hour, state "closed")."""
+    """Ready (a closed session is remembered for an hour, state "closed")."""
     try:
-        return client.get_session(session_id).state != "closed"
+        return client.get_session(session_id).state == "ready"
     except ToolrtRpcError as exc:
         if exc.code != grpc.StatusCode.NOT_FOUND:
             raise

@@ -106,7 +106,7 @@ class FakeChannel:
         request_id: int | None = None,
     ) -> protocol.Frame:
         if self._lost:
-            raise SandboxLost(self._lost)
+            raise self._error or SandboxLost(self._lost)
         rid = self.next_id() if request_id is None else request_id
         self._inbox[rid] = asyncio.Queue()
         task = asyncio.create_task(self._answer(frame_of(message, rid, body), on_event))

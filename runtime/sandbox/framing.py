@@ -99,6 +99,8 @@ class AgentConnection:
         self._ids = itertools.count(1 + (epoch % (1 << 40)) * (1 << 20))
         self._task: asyncio.Task[None] | None = None
         self._lost = ""
+        # What later requests fail with, when not SandboxLost (DaemonStopping).
+        self._error: Exception | None = None
         self._closing = False
         # Told (once, with the reason) when the agent goes away by itself:
         # the container died or was removed, not closed by the daemon.
@@ -127,7 +129,7 @@ class AgentConnection:
         request_id: int | None = None,
     ) -> protocol.Frame:
         if self._lost:
-            raise SandboxLost(self._lost)
+            raise self._error or SandboxLost(self._lost)
         rid = self.next_id() if request_id is None else request_id
         future: asyncio.Future[protocol.Frame] = asyncio.get_running_loop().create_future()
         self._pending[rid] = _Pending(future, on_event)
@@ -141,7 +143,7 @@ class AgentConnection:
 
     async def send(self, message: protocol.Message, request_id: int, body: bytes = b"") -> None:
         if self._lost:
-            raise SandboxLost(self._lost)
+            raise self._error or SandboxLost(self._lost)
         self._sink.write(protocol.encode(message, request_id, self._epoch, body))
         # Each writer waits for the transport's buffer to drain: what the
         # daemon holds for a transfer is its window, not the agent's backlog.
@@ -166,6 +168,7 @@ class AgentConnection:
         """Fail every pending request: SandboxLost(reason), or `error`."""
         if not self._lost:
             self._lost = reason
+            self._error = error
         for pending in list(self._pending.values()):
             if not pending.future.done():
                 pending.future.set_exception(error or SandboxLost(self._lost))

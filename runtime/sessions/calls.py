@@ -29,6 +29,7 @@ from runtime.errors import (
     OutcomeUnknown,
     SandboxLost,
     SessionNotFound,
+    SessionUnusable,
     ToolFailure,
     UnknownTool,
 )
@@ -94,7 +95,10 @@ class Calls:
         if not call.id:
             msg = "ToolCall.id must not be empty: results are tied to it"
             raise BadRequest(msg)
-        session = await self._manager.lookup(tenant, session_id)
+        try:
+            session = await self._manager.lookup(tenant, session_id)
+        except SessionUnusable as exc:
+            return ToolResult.failed(call.id, SandboxLost(str(exc)))
         if spend:
             await self._manager.quotas.take_calls(tenant, spend)
             # A call held for its tenant's rate: the session may have closed meanwhile.
@@ -257,6 +261,9 @@ class Calls:
             return await tool.run(ctx, args)
         async with session.write_lock:
             if session.sandbox.lost:
+                if self._manager.stopping:
+                    msg = "the daemon is restarting; retry with the same call id"
+                    raise DaemonStopping(msg)
                 raise SandboxLost(session.sandbox.lost)
             return await tool.run(ctx, args)
 
@@ -269,7 +276,10 @@ class Calls:
         runs alone, after everything before it and before everything after
         it, so the batch behaves as if run in order while reads overlap.
         """
-        await self._manager.lookup(tenant, session_id)
+        try:
+            await self._manager.lookup(tenant, session_id)
+        except SessionUnusable as exc:
+            return [ToolResult.failed(c.id, SandboxLost(str(exc))) for c in calls]
         ids = [c.id for c in calls]
         if not all(ids):
             msg = "every ToolCall in a batch needs a non-empty id: results are tied to it"

@@ -127,6 +127,7 @@ class SessionManager(RestartOps):
         self._closes = 0
         self._creating = 0
         self._shutting_down = False
+        self._keep = False
         self._reaped = False
         self._reap_lock = asyncio.Lock()
         self._pool: WarmPool | None = None
@@ -154,6 +155,11 @@ class SessionManager(RestartOps):
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    @property
+    def stopping(self) -> bool:
+        """The daemon shuts down keeping its sessions: calls end UNAVAILABLE."""
+        return self._shutting_down and self._keep
 
     @property
     def pool(self) -> WarmPool | None:
@@ -394,6 +400,7 @@ class SessionManager(RestartOps):
     ) -> None:
         if session.state == READY:
             session.state = CLOSING
+            session.closed_reason = code
             session.sandbox.abort(reason)
         try:
             await self.egress.close(session.id)
@@ -431,6 +438,7 @@ class SessionManager(RestartOps):
         next start; else answer them SANDBOX_LOST and close every session.
         Warm containers are removed either way."""
         self._shutting_down = True
+        self._keep = keep
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -16,7 +16,7 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 from runtime.config import Config
-from runtime.errors import BadRequest, EngineUnavailable, SessionNotFound
+from runtime.errors import BadRequest, EngineUnavailable, SessionNotFound, SessionUnusable
 from runtime.observability.metrics import Metrics
 from runtime.sandbox.backend import SandboxBackend
 from runtime.sessions.adoption import Adopter
@@ -159,19 +159,42 @@ class RestartOps:
             except TimeoutError:
                 msg = f"session {session_id!r} is still being re-adopted after a restart; retry"
                 raise EngineUnavailable(msg) from None
-        return self.get(tenant, session_id)
+        try:
+            return self.get(tenant, session_id)
+        except SessionNotFound:
+            if await self._was_lost(tenant, session_id):
+                # DESIGN: a session whose sandbox was just lost is FAILED_PRECONDITION
+                # (SANDBOX_LOST) for RPCs, SANDBOX_LOST for its calls; not "no session".
+                msg = f"SANDBOX_LOST: session {session_id} is closed: its sandbox was lost"
+                raise SessionUnusable(msg) from None
+            raise
+
+    async def _was_lost(self, tenant: str, session_id: str) -> bool:
+        closing = self._sessions.get(session_id)
+        if closing is not None and closing.tenant == tenant:
+            if closing.closed_reason != REASON_LOST:
+                return False
+            # Answer once it is closed (its container removed), as a call
+            # that finds the sandbox lost does.
+            deadline = time.monotonic() + self._config.docker_timeout_s
+            while session_id in self._sessions and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            return True
+        record = await self._closed_record(tenant, session_id)
+        return record is not None and record.closed_reason == REASON_LOST
 
     async def describe(self, tenant: str, session_id: str) -> Session | SessionRecord:
         """An open (or closing) session, or the record of one closed within the last hour."""
         try:
             return await self.lookup(tenant, session_id)
-        except SessionNotFound:
+        except (SessionNotFound, SessionUnusable):
             closing = self._sessions.get(session_id)
             if closing is not None and closing.tenant == tenant:
                 return closing  # state "closing"
             record = await self._closed_record(tenant, session_id)
             if record is None:
-                raise
+                msg = f"no open session {session_id!r}"
+                raise SessionNotFound(msg) from None
             return record
 
     def _remember_closed(self, record: SessionRecord) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 import grpc
 import pytest
 
+from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
 from runtime.agent import protocol
 from runtime.client import Client, ToolrtRpcError
 from runtime.models import ToolErrorInfo, ToolResult
@@ -126,6 +127,12 @@ def test_state_without_a_sandbox_is_closed_as_lost_and_a_sandbox_without_state_r
         lost = client.get_session(session.id)
         assert (lost.state, lost.closed_reason) == ("closed", "sandbox_lost")
         assert client.list_sessions() == []
+        # Its calls say why, and uploads too (not "no such session").
+        answer = client.call(session.id, "shell", {"command": "true"}, call_id="late")
+        assert answer.error_code == "SANDBOX_LOST" and "closed" in answer.error_message
+        with pytest.raises(ToolrtRpcError) as err:
+            client.upload(session.id, b"")
+        assert err.value.code == grpc.StatusCode.FAILED_PRECONDITION
     assert "orphan" not in backend.sandboxes
 
 
@@ -248,3 +255,44 @@ def test_a_state_database_that_cannot_be_written_refuses_new_work_and_loses_noth
         # Writable again: the refused call was never started, so it runs now.
         assert client.call(session.id, "shell", {"command": "echo 2"}, call_id="c-2").ok
     assert [e.command for e in restarts.backend.execs()] == ["echo 1", "echo 2"]
+
+
+def test_sigterm_keep_ends_streams_and_batches_unavailable_too(restarts):
+    started = threading.Event()
+
+    async def hang(request: protocol.Exec) -> Any:
+        started.set()
+        await asyncio.sleep(3600)
+        return protocol.ExecResult(exit_code=0), b""
+
+    first = restarts()
+    first.daemon.core.backend.script(hang)
+    outcomes: dict[str, Any] = {}
+    with Client(first.target) as client:
+        session = client.create_session()
+
+        def stream() -> None:
+            try:
+                list(client.stream(session.id, "shell", {"command": "x"}, call_id="s"))
+            except ToolrtRpcError as exc:
+                outcomes["stream"] = exc.code
+
+        def batch() -> None:
+            calls = [pb.ToolCall(id="b", name="shell", arguments_json='{"command": "y"}')]
+            try:
+                client.stub.ExecuteBatch(pb.ExecuteBatchRequest(session_id=session.id, calls=calls))
+            except grpc.RpcError as exc:
+                outcomes["batch"] = exc.code()
+
+        workers = [threading.Thread(target=stream), threading.Thread(target=batch)]
+        for worker in workers:
+            worker.start()
+        started.wait(10)
+        time.sleep(0.3)
+        first.stop()
+        for worker in workers:
+            worker.join(10)
+    assert outcomes == {
+        "stream": grpc.StatusCode.UNAVAILABLE,
+        "batch": grpc.StatusCode.UNAVAILABLE,
+    }
