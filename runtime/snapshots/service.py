@@ -263,6 +263,9 @@ class Snapshots:
         try:
             entries = await self._entries(snapshot.id)
             request = _request_from(snapshot.source)
+            # The maxima may have shrunk since the snapshot was taken.
+            limits = request.limits.merged_over(self._config.defaults, self._config.maxima)
+            _check_fits(snapshot, entries, limits)
             results = await asyncio.gather(
                 *(self._session_from(tenant, request, snapshot, entries) for _ in range(count)),
                 return_exceptions=True,

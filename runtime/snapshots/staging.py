@@ -47,6 +47,7 @@ class Staging:
                 return sha
             with open(os.path.join(self.path, sha), "wb") as out:
                 out.write(data)
+                _sync(out)
             self.blobs[sha] = size
             return sha
         digest = hashlib.sha256()
@@ -58,6 +59,7 @@ class Staging:
                 digest.update(data)
                 out.write(data)
                 left -= len(data)
+            _sync(out)
         sha = digest.hexdigest()
         try:
             new = self._is_new(sha, size)
@@ -82,6 +84,13 @@ class Staging:
 
     def discard(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
+
+
+def _sync(out: IO[bytes]) -> None:
+    """On disk before the manifest naming it is committed (the state database
+    is synchronous=FULL: a snapshot it lists must survive a host crash too)."""
+    out.flush()
+    os.fsync(out.fileno())
 
 
 def _read_exactly(source: IO[bytes], size: int) -> bytes:

@@ -183,11 +183,16 @@ class SnapshotStore:
                 new = sum(size for sha, size in wanted.items() if sha not in known)
                 if max_bytes is not None and sum(known.values()) + new > max_bytes:
                     raise over_quota(max(0, max_bytes - sum(known.values())), new)
+                moved_into = set()
                 for sha in staging.blobs:
                     target = self._blob_path(sha)
                     if not os.path.exists(target):
                         os.makedirs(os.path.dirname(target), mode=0o700, exist_ok=True)
                         os.rename(os.path.join(staging.path, sha), target)
+                        moved_into.add(os.path.dirname(target))
+                # The renames too must be on disk before the manifest is.
+                for directory in moved_into | ({self._blobs} if moved_into else set()):
+                    _sync_dir(directory)
                 missing = [sha for sha in wanted if not self._has(sha)]
                 if missing:
                     msg = f"blob {missing[0]} of the snapshot is missing from the store"
@@ -353,6 +358,14 @@ class SnapshotStore:
 
     def _blob_path(self, sha256: str) -> str:
         return os.path.join(self._blobs, sha256[:2], sha256)
+
+
+def _sync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _snapshot(row: tuple[Any, ...]) -> Snapshot:

@@ -116,3 +116,45 @@ def test_a_fork_during_a_write_call_sees_it_whole(fork_daemon):
             assert out(forks[0], "cat f") == "a\nb\n"
         finally:
             forks[0].close()
+
+
+def test_the_readmes_best_of_n_loop(make_daemon, tmp_path):
+    from tests.helpers import make_tar
+
+    daemon = make_daemon(state_dir=str(tmp_path / "state"), max_sessions=9)
+    repo_tar = make_tar(
+        ("calc.py", "file", "def add(a, b):\n    return a - b\n"),
+        (
+            "test_calc.py",
+            "file",
+            "from calc import add\n\ndef test_add():\n    assert add(2, 3) == 5\n",
+        ),
+    )
+    # Eight candidate fixes of which only one is right.
+    patches = [f"    return a * b + {i}\n" for i in range(7)] + ["    return a + b\n"]
+    with Client(daemon.target) as c, c.session(workspace_tar=repo_tar) as base:
+        start = base.snapshot(label="before patching")
+        branches = c.fork(start.id, 8)
+        try:
+            for branch, patch in zip(branches, patches, strict=True):
+                edit = {"path": "calc.py", "old_string": "    return a - b\n", "new_string": patch}
+                assert branch.call("edit_file", edit).ok
+            results = [b.call("run_tests", {}).output for b in branches]
+            passed = [
+                b for b, r in zip(branches, results, strict=True) if r["failed"] + r["errors"] == 0
+            ]
+            assert passed == [branches[7]]
+            for branch in branches[:7]:
+                branch.restore(start.id)
+                assert out(branch, "cat calc.py") == "def add(a, b):\n    return a - b\n"
+            # (run_tests left its caches: they are changes too.)
+            changes = {
+                c["path"]: c for c in branches[7].call("workspace_diff", {}).output["changes"]
+            }
+            change = changes["/workspace/calc.py"]
+            assert change["status"] == "modified"
+            assert "-    return a - b\n+    return a + b\n" in change["diff"]
+            assert "/workspace/test_calc.py" not in changes
+        finally:
+            for branch in branches:
+                branch.close()
