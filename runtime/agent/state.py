@@ -35,11 +35,6 @@ SHELL_OWN_VARS = frozenset({"PWD", "OLDPWD", "SHLVL", "_"})
 STATE_CAP = 128 * 1024
 RECORD_MAX = 65536
 CREDS = struct.Struct("=iII")  # struct ucred: pid, uid, gid
-# The sender's pid when the kernel names none. Linux names every sender in
-# the agent's pid namespace (commands cannot make one of their own); gVisor
-# (release 2022-12-19) names none, end of stream included, so there any
-# holder of the shell's end is taken for the shell (DESIGN, platform notes).
-UNNAMED = 0
 
 # The report: NUL-terminated items. `pwd -P` ends the directory with a
 # newline (a directory name cannot hold a NUL); env entries come between
@@ -167,10 +162,11 @@ class StateChannel:
             for level, kind, raw in ancillary:
                 if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS:
                     pid = CREDS.unpack_from(raw)[0]
+            # Every writer is gone: no data, and no sender (gVisor names pid 0).
             if not data and pid <= 0:
-                self.eof = True  # every writer is gone
+                self.eof = True
                 return
-            if not self.shell_pid or pid not in (self.shell_pid, UNNAMED):
+            if pid != self.shell_pid or not self.shell_pid:
                 self.foreign[pid] = self.foreign.get(pid, 0) + len(data)
             elif flags & socket.MSG_TRUNC or len(self.data) + len(data) > STATE_CAP:
                 self.too_large = True
