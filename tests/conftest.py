@@ -19,7 +19,6 @@ the local backend, any agent process) is left.
 from __future__ import annotations
 
 import asyncio
-import os
 import threading
 import uuid
 from collections.abc import Iterator
@@ -37,17 +36,11 @@ from runtime.sandbox.fake import FakeBackend
 from runtime.sandbox.local import LocalBackend
 from runtime.server.app import Daemon
 from runtime.tools.registry import Registry
-from tests.helpers import agent_processes, containers_of
+from tests.helpers import TEST_RUNTIME, agent_processes, containers_of, under_gvisor
 
 TEST_LABEL = "toolrt.test"
 IMAGE = "toolrt-sandbox:default"
 BACKENDS = ("docker", "local", "fake")
-# The OCI runtime of every sandbox the Docker tests start ("" = the engine's default).
-TEST_RUNTIME = os.environ.get("TOOLRT_TEST_RUNTIME", "")
-
-
-def under_gvisor() -> bool:
-    return TEST_RUNTIME == "runsc"
 
 
 @pytest.fixture(scope="session")
