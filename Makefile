@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 ENGINE_STAMP := .engine-ok
 
-.PHONY: help venv proto proto-check floors engine helper image run test test-runsc test-gvisor test-fast fuzz lint bench clean
+.PHONY: help venv proto proto-check floors engine helper image daemon-image run test test-runsc test-gvisor test-fast fuzz lint bench clean
 
 help: ## list targets
 	@grep -hE '^[a-zA-Z0-9_.-]+:([^=].*)?## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -48,6 +48,11 @@ helper: $(HELPER) ## build the agent's native spawn helper
 
 image: $(STAMP) engine $(HELPER) ## build the default sandbox image if its recipe changed
 	$(VENV)/bin/toolrt image build
+
+daemon-image: image ## the daemon's own container image (toolrt-daemon), offline: the sandbox image as base, a wheelhouse in dist/wheels
+	rm -rf dist/wheels
+	$(PY) -m pip wheel -q -w dist/wheels .
+	docker build -q -f packaging/Dockerfile -t toolrt-daemon .
 
 run: image ## start the daemon in the foreground on 127.0.0.1:50051
 	$(VENV)/bin/toolrt serve $(ARGS)

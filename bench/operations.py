@@ -47,7 +47,7 @@ def observability_cost(instance: str, log_path: str, rounds: int) -> tuple[Sampl
         settings = {"TOOLRT_METRICS_LISTEN": "127.0.0.1:0", "TOOLRT_OTEL_ENDPOINT": url}
         off = Daemon(f"{instance}-off", 0, log_path)
         try:
-            on = Daemon(f"{instance}-on", 0, log_path, settings)
+            on = Daemon(f"{instance}-on", 0, log_path, settings=settings)
             try:
                 with off.client.session() as a, on.client.session() as b:
                     interleave(

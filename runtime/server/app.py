@@ -70,12 +70,12 @@ class Daemon:
         await self.health.set("", serving)
         await self.health.set(SERVICE_NAME, serving)
         self._flusher = asyncio.ensure_future(self._flush_denials())
-        log.info(
-            "toolrt %s serving on %s%s",
-            self.config.instance,
-            self.config.listen.rsplit(":", 1)[0] + f":{self.port}" if self.config.listen else "",
-            f" and unix:{self.config.unix_socket}" if self.config.unix_socket else "",
-        )
+        addresses = []
+        if self.config.listen:
+            addresses.append(self.config.listen.rsplit(":", 1)[0] + f":{self.port}")
+        if self.config.unix_socket:
+            addresses.append(f"unix:{self.config.unix_socket}")
+        log.info("toolrt %s serving on %s", self.config.instance, " and ".join(addresses))
 
     async def stop(self, grace: float = 5.0) -> None:
         """Answer in-flight calls, close every session, then stop serving."""

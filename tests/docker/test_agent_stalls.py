@@ -77,7 +77,7 @@ def test_a_decompression_bomb_is_refused_early_and_the_session_keeps_answering(c
         time.sleep(0.3)
         started = time.monotonic()
         assert session.shell("echo alive").output["stdout"] == "alive\n"
-        assert time.monotonic() - started < 3
+        assert time.monotonic() - started < 8  # not held until the upload ends
         uploading.join(60)
         error = box["error"]
         assert isinstance(error, ToolrtRpcError), box

@@ -299,7 +299,7 @@ def test_200_connections_of_one_session_do_not_starve_another(client, servers):
         begun = time.monotonic()
         out = shell(other, f"curl -sS http://web.test:{port}/")
         assert out["stdout"] == "hello from web.test\n"
-        assert time.monotonic() - begun < 3
+        assert time.monotonic() - begun < 10  # not held until the flood ends
         done = greedy.call(
             "process_output", {"process_id": process, "wait_for": "done", "timeout_s": 60}
         )

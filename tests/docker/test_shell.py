@@ -53,7 +53,8 @@ def test_timeout_kills_setsid_and_double_forked_children(session, docker_client)
     assert result.error_code == "TIMEOUT"
     assert result.output["timed_out"] is True
     assert result.output["stdout"] == "started\n"  # the output so far
-    assert elapsed < 1.5 + 1.0 + 0.5  # deadline + 1 s (+ RPC slack)
+    # Killed at the deadline, not after sleep 303 (slack for a loaded host).
+    assert elapsed < 1.5 + 10
     leftovers = [p for p in user_processes(docker_client, session.id) if "sleep" in p]
     assert leftovers == []
 
@@ -142,7 +143,7 @@ def test_fork_bomb_hits_pids_limit_and_agent_still_answers(client, docker_client
             assert neighbour.shell("echo fine").output["stdout"] == "fine\n"
             return
         assert bomb.error_code == "TIMEOUT", bomb
-        assert time.monotonic() - started < 3 + 1.5
+        assert time.monotonic() - started < 3 + 10  # not the 30 s sleep
         # The agent answers, the bomb is gone, and other sessions never noticed.
         answer = session.shell("echo alive")
         assert answer.ok and answer.output["stdout"] == "alive\n"

@@ -58,7 +58,7 @@ def test_either_way_a_timeout_kills_the_whole_tree(make_daemon, docker_client, n
         )
         assert result.error_code == "TIMEOUT"
         assert result.output["stdout"] == "up\n"
-        assert time.monotonic() - started < 1.5 + 1.5
+        assert time.monotonic() - started < 1.5 + 10  # not sleep 303
         assert [p for p in user_processes(docker_client, session.id) if "sleep" in p] == []
         ok = session.shell("id -u; grep CapEff /proc/self/status; exit 7", cwd="/workspace")
         assert ok.output["exit_code"] == 7

@@ -15,6 +15,7 @@ from runtime.config import load_config
 PACKAGING = Path(__file__).resolve().parents[2] / "packaging"
 UNIT = PACKAGING / "toolrt.service"
 DOCKERFILE = PACKAGING / "Dockerfile"
+DAEMON_TOML = PACKAGING / "daemon.toml"
 SETTING = re.compile(r"\b(TOOLRT_[A-Z_]+)=(\S*)")
 
 
@@ -46,22 +47,26 @@ def test_the_unit_runs_toolrt_serve_hardened():
 
 def test_the_units_and_the_images_settings_are_config_keys():
     environ = {}
-    for text in (UNIT.read_text(), DOCKERFILE.read_text()):
-        for name, value in SETTING.findall(text):
-            environ[name] = value.strip('"')
+    for name, value in SETTING.findall(UNIT.read_text()):
+        environ[name] = value.strip('"')
     assert {"TOOLRT_AGENT_DIR", "TOOLRT_UNIX_SOCKET", "TOOLRT_LOG_FORMAT"} <= set(environ)
     config = load_config(None, environ=environ)
     assert config.log_format == "json" and config.agent_dir == "/var/lib/toolrt/agent"
+    image_config = load_config(DAEMON_TOML, environ={})
+    assert image_config.log_format == "json" and image_config.listen == ""
 
 
-def test_the_images_agent_dir_is_a_volume_at_the_same_path_inside_and_out():
+def test_every_path_the_image_hands_the_engine_is_a_volume_at_the_same_path():
     text = DOCKERFILE.read_text()
-    agent_dir = re.search(r"TOOLRT_AGENT_DIR=(\S+)", text).group(1)
+    config = load_config(DAEMON_TOML, environ={})
     (volumes,) = re.findall(r"^VOLUME \[(.*)\]$", text, re.M)
     declared = [v.strip(' "') for v in volumes.split(",")]
-    assert any(agent_dir.startswith(v + "/") for v in declared)
-    # The run line mounts that volume at the same path on the host.
-    assert "-v /var/lib/toolrt:/var/lib/toolrt" in text
+    for path in (config.agent_dir, config.state_dir, config.network.socket_dir, config.unix_socket):
+        assert any(path.startswith(v + "/") for v in declared), path
+    # The run lines mount those volumes at the same paths on the host.
+    for volume in declared:
+        assert f"-v {volume}:{volume}" in text
+    assert "COPY packaging/daemon.toml /etc/toolrt/toolrt.toml" in text
     assert re.search(r"^ENTRYPOINT \[\"toolrt\"\]$", text, re.M)
 
 
