@@ -1,4 +1,4 @@
-# The only entry point: CI (.ci/run) calls lint, proto-check, floors and test. `make help` lists targets.
+# The only entry point: CI (.ci/run) calls lint, proto-check, floors, test and test-runsc. `make help` lists targets.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 ENGINE_STAMP := .engine-ok
 
-.PHONY: help venv proto proto-check floors engine helper image daemon-image run test test-gvisor test-fast fuzz chaos lint bench clean
+.PHONY: help venv proto proto-check floors engine helper image daemon-image run test test-runsc test-gvisor test-fast fuzz chaos lint bench clean
 
 help: ## list targets
 	@grep -hE '^[a-zA-Z0-9_.-]+:([^=].*)?## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -60,16 +60,22 @@ run: image ## start the daemon in the foreground on 127.0.0.1:50051
 test: image ## the whole suite against the real Docker engine (the long chaos cases: make chaos)
 	$(PY) -m pytest -m "not chaos" $(PYTEST_ARGS)
 
-# The Docker suite again with every sandbox under gVisor (tests marked
-# runc_only are skipped there, with their reason). Without runsc registered
-# in the engine it says so loudly and passes: CI registers it (ensure-docker.sh).
-test-gvisor: image ## tests/docker with every sandbox under gVisor (runsc); not passing yet, not in CI
+# The Docker suite again with every sandbox under gVisor (TOOLRT_TEST_RUNTIME=runsc;
+# tests marked runc_only are skipped there, with their reason, and a few accept
+# what DESIGN's platform note says differs). Not the packaging tests: their
+# daemons (installed, or in the daemon image) run under the engine's default.
+# About 13-19 minutes on two shared cores. Without runsc registered in the
+# engine it says so loudly and passes: CI registers it (ensure-docker.sh).
+test-runsc: image ## tests/docker with every sandbox under gVisor (runsc); CI runs it after make test
 	@if ! docker info --format '{{json .Runtimes}}' 2>/dev/null | grep -q '"runsc"'; then \
-		echo '!!!!!!!! test-gvisor SKIPPED: runsc is not registered with this Docker engine !!!!!!!!'; \
-		echo '!!!!!!!! (scripts/ensure-docker.sh as root installs and registers it)        !!!!!!!!'; \
+		echo '!!!!!!!! test-runsc SKIPPED: runsc is not registered with this Docker engine !!!!!!!!'; \
+		echo '!!!!!!!! (scripts/ensure-docker.sh as root installs and registers it)       !!!!!!!!'; \
 		exit 0; \
 	fi; \
-	TOOLRT_TEST_RUNTIME=runsc $(PY) -m pytest tests/docker $(PYTEST_ARGS)
+	TOOLRT_TEST_RUNTIME=runsc $(PY) -m pytest tests/docker -m "not chaos" \
+		--ignore tests/docker/test_install.py --ignore tests/docker/test_daemon_image.py $(PYTEST_ARGS)
+
+test-gvisor: test-runsc ## the same as test-runsc
 
 test-fast: $(STAMP) helper ## every test not marked docker (tests/unit and a few beside Docker ones): no engine, under a minute
 	$(PY) -m pytest -m "not docker" $(PYTEST_ARGS)

@@ -6,7 +6,9 @@ Prints the latency table, the targets as ratios (misses marked), and the
 concurrency curve; writes bench/results/latest.{md,json}, curve.png, and the
 README's Benchmarks section. The identity figures (bench/tenants.py) also go
 to bench/results/tenants.{md,json}; `--only tenants` measures just those and
-replaces just their part of the README. Removes every container it started.
+replaces just their part of the README. runc and runsc side by side
+(bench/runtimes.py) also go to bench/results/runtimes.{md,json}; `--only
+runtimes` measures just those. Removes every container it started.
 """
 
 from __future__ import annotations
@@ -19,11 +21,12 @@ import platform
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import docker
 
-from bench import operations, ours, report, snapshots, tenants
+from bench import operations, ours, report, runtimes, snapshots, tenants
 from bench.baselines import Baselines
 from bench.stats import Sample, interleave
 
@@ -126,14 +129,47 @@ def identity(s: dict[str, Sample], host: dict[str, str], quick: bool, command: s
     return md
 
 
-def only_tenants(args: argparse.Namespace, instance: str, log_path: str) -> int:
+def runtimes_section(s: dict[str, Sample], host: dict[str, str], quick: bool) -> list[str]:
+    """gVisor's price; also written on its own to bench/results/runtimes.{md,json}."""
+    md = [
+        "runc and gVisor (runsc), one daemon offering both, calls interleaved:",
+        "",
+        *runtimes.table(s),
+    ]
+    (RESULTS / "runtimes.md").write_text("\n".join(md) + "\n")
+    (RESULTS / "runtimes.json").write_text(
+        json.dumps(
+            {"machine": host, "quick": quick, "samples": {k: v.as_dict() for k, v in s.items()}},
+            indent=1,
+        )
+    )
+    return md
+
+
+def measured_alone(
+    measure: Callable[[str, str, bool, list[ours.Daemon]], dict[str, Sample]],
+    args: argparse.Namespace,
+    instance: str,
+    log_path: str,
+) -> dict[str, Sample]:
+    """One section's samples (`--only`), every container it started removed."""
     daemons: list[ours.Daemon] = []
     try:
-        s = tenants.measure(instance, log_path, args.quick, daemons)
+        return measure(instance, log_path, args.quick, daemons)
     finally:
         left = remove_containers(daemons)
         if left:
             print(f"removed {left} container(s) left by the run", file=sys.stderr)
+
+
+def only_runtimes(args: argparse.Namespace, instance: str, log_path: str) -> int:
+    s = measured_alone(runtimes.measure, args, instance, log_path)
+    print("\n" + "\n".join(runtimes_section(s, machine(), args.quick)))
+    return 0
+
+
+def only_tenants(args: argparse.Namespace, instance: str, log_path: str) -> int:
+    s = measured_alone(tenants.measure, args, instance, log_path)
     command = "make bench BENCH_ARGS='--only tenants" + (" --quick'" if args.quick else "'")
     markdown = "\n".join(identity(s, machine(), args.quick, command))
     print("\n" + markdown)
@@ -181,8 +217,8 @@ def main() -> int:
     parser.add_argument("--no-readme", action="store_true", help="leave README.md alone")
     parser.add_argument(
         "--only",
-        choices=["tenants", "snapshots"],
-        help="just this section (its part of the README only)",
+        choices=["tenants", "snapshots", "runtimes"],
+        help="just this section (its part of the README; runtimes: no README)",
     )
     args = parser.parse_args()
     quick = args.quick
@@ -195,6 +231,8 @@ def main() -> int:
         return only_tenants(args, instance, log_path)
     if args.only == "snapshots":
         return only_snapshots(args, instance, log_path)
+    if args.only == "runtimes":
+        return only_runtimes(args, instance, log_path)
     base = Baselines(instance, quick)
     s: dict[str, Sample] = {}
     extra: dict[str, int] = {}
@@ -270,6 +308,8 @@ def main() -> int:
         ident = tenants.measure(instance, log_path, quick, daemons)
         step("snapshots, forks and restores vs download + create + upload")
         snaps = snapshots.measure(instance, log_path, quick, daemons)
+        step("toolrt: runc and runsc side by side")
+        by_runtime = runtimes.measure(instance, log_path, quick, daemons)
         step("toolrt: metrics and tracing off and on, interleaved")
         s["obs_off"], s["obs_on"] = operations.observability_cost(
             instance, log_path, 3 if quick else 10
@@ -283,7 +323,7 @@ def main() -> int:
     finally:
         left = base.cleanup() + remove_containers(daemons)
         client = docker.from_env(timeout=60)
-        for suffix in ("-a", "-b", "-off", "-on", "-pool", "-snap"):
+        for suffix in ("-a", "-b", "-rt", "-off", "-on", "-pool", "-snap"):
             for c in client.containers.list(
                 all=True, filters={"label": f"toolrt.daemon={instance}{suffix}"}
             ):
@@ -338,6 +378,8 @@ def main() -> int:
         report.observability_line(s),
         "",
         pool_line,
+        "",
+        *runtimes_section(by_runtime, host, quick),
     ]
     if drew:
         md += ["", "![latency and throughput by concurrent sessions](bench/results/curve.png)"]
@@ -360,6 +402,7 @@ def main() -> int:
                 "cpu_per_call": cpu,
                 "targets": [c.__dict__ for c in found],
                 "identity": {k: v.as_dict() for k, v in ident.items()},
+                "runtimes": {k: v.as_dict() for k, v in by_runtime.items()},
             },
             indent=1,
         )

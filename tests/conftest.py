@@ -40,7 +40,7 @@ from runtime.sandbox.fake import FakeBackend
 from runtime.sandbox.local import LocalBackend
 from runtime.server.app import Daemon
 from runtime.tools.registry import Registry
-from tests.helpers import agent_processes, containers_of
+from tests.helpers import TEST_RUNTIME, agent_processes, containers_of, under_gvisor
 
 TEST_LABEL = "toolrt.test"
 IMAGE = "toolrt-sandbox:default"
@@ -48,12 +48,6 @@ BACKENDS = ("docker", "local", "fake")
 # Test daemons' state directories, one per instance, removed when the run ends.
 STATE_ROOT = tempfile.mkdtemp(prefix="toolrt-test-state-")
 atexit.register(shutil.rmtree, STATE_ROOT, True)
-# The OCI runtime of every sandbox the Docker tests start ("" = the engine's default).
-TEST_RUNTIME = os.environ.get("TOOLRT_TEST_RUNTIME", "")
-
-
-def under_gvisor() -> bool:
-    return TEST_RUNTIME == "runsc"
 
 
 @pytest.fixture(scope="session")

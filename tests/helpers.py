@@ -19,6 +19,13 @@ import pytest
 
 from runtime.client import Client, ToolrtRpcError
 
+# The OCI runtime of every sandbox the Docker tests start ("" = the engine's default).
+TEST_RUNTIME = os.environ.get("TOOLRT_TEST_RUNTIME", "")
+
+
+def under_gvisor() -> bool:
+    return TEST_RUNTIME == "runsc"
+
 
 def containers_of(client: docker.DockerClient, instance: str) -> list[Any]:
     filters = {"label": f"toolrt.daemon={instance}"}
@@ -37,10 +44,28 @@ def agent_processes() -> list[psutil.Process]:
     return [p for p in children if p.name() == "unshare"]
 
 
+def sandbox_processes(docker_client, session_id: str) -> list[list[str]]:
+    """The sandbox's processes as [pid, ppid, user, args]. Under runc as the
+    host sees them (`docker top`: host pids and user names); under gVisor
+    `docker top` names host processes that share the sandbox's pids, so
+    they are asked for inside (sandbox pids), the asking `ps` left out."""
+    container = docker_client.containers.get(f"toolrt-{session_id}")
+    columns = "-eo pid,ppid,user,args"
+    if not under_gvisor():
+        return [[*p[:3], " ".join(p[3:])] for p in container.top(ps_args=columns)["Processes"]]
+    code, out = container.exec_run(["ps", *columns.split(), "--no-headers"], user="0")
+    assert code == 0, out
+    rows = [line.split(None, 3) for line in out.decode().splitlines()]
+    return [row for row in rows if len(row) == 4 and not row[3].startswith("ps -eo ")]
+
+
 def user_processes(docker_client, session_id: str) -> list[str]:
     """Commands of processes in the sandbox other than the agent itself."""
-    top = docker_client.containers.get(f"toolrt-{session_id}").top(ps_args="-eo pid,ppid,user,args")
-    return [" ".join(p[3:]) for p in top["Processes"] if "/opt/toolrt/" not in " ".join(p)]
+    return [
+        p[3]
+        for p in sandbox_processes(docker_client, session_id)
+        if "/opt/toolrt/" not in " ".join(p)
+    ]
 
 
 def make_tar(*members: tuple[str, str, object], gz: bool = False) -> bytes:

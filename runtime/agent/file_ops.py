@@ -1,7 +1,7 @@
 """The file and archive operations as the agent serves them.
 
-Each runs on a thread of its own as the sandbox user (setfsuid is per
-thread), within a Budget (budget.py), and answers exactly once; the
+Each runs on a thread of its own as the sandbox user (that thread's ids
+are switched, files.as_sandbox_user), within a Budget (budget.py), and answers exactly once; the
 selector loop never runs one, so however long a read, a listing or an
 archive takes, every other request of the session is still served and
 every command's deadline still kept. Replies from these threads go

@@ -1,11 +1,12 @@
 """File operations of the in-sandbox agent, done as the sandbox user.
 
-The agent is root without DAC_OVERRIDE; every operation here switches its
-filesystem uid/gid to the sandbox user (setfsuid/setfsgid, per operation, on
-the agent's single thread), so permissions and ownership are exactly those
-of a command the user runs. Paths arrive already resolved by the `resolve`
-op and checked by the daemon's allowlist (or, for a read, resolved by the
-read op itself and checked before its reply is shown); they are opened by walking
+The agent is root without DAC_OVERRIDE; every operation here switches the
+effective uid/gid of the thread it runs on to the sandbox user's (per
+operation, per thread: see as_sandbox_user), so permissions and ownership
+are exactly those of a command the user runs. Paths arrive already resolved
+by the `resolve` op and checked by the daemon's allowlist (or, for a read,
+resolved by the read op itself and checked before its reply is shown); they
+are then opened by walking
 from `/` one component at a time with O_NOFOLLOW, so a symlink swapped in
 after the check makes the operation fail instead of being followed.
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import platform
 import posixpath
 import stat
 from typing import Any, Iterator, List, Tuple
@@ -42,6 +44,8 @@ CHUNK = 1 << 20
 # below it is reused from the heap.
 WINDOW_CHUNK = 64 << 10
 _libc: Any = None  # loaded at the first file op (ctypes costs every start-up)
+# setgroups, setresuid, setresgid by architecture.
+CREDENTIAL_SYSCALLS = {"x86_64": (116, 117, 119), "aarch64": (159, 147, 149)}
 
 
 class FileOpError(Exception):
@@ -55,23 +59,40 @@ class FileOpError(Exception):
 
 @contextlib.contextmanager
 def as_sandbox_user() -> Iterator[None]:
-    """Filesystem access as the sandbox user for the duration of the block."""
-    os.setgroups([])
+    """Filesystem access as the sandbox user, for the calling thread, for the
+    duration of the block.
+
+    The thread's effective ids become the sandbox user's while its real and
+    saved ids stay root's, so it can come back (and, its effective
+    capabilities gone meanwhile, gets them back). Not setfsuid/setfsgid:
+    gVisor does not implement them. Raw syscalls, not libc's wrappers: those
+    change every thread of the process, and abort it when one thread cannot
+    follow (one running a file op as the sandbox user cannot).
+    """
+    import ctypes  # loaded at the first file op (it costs every start-up)
+
     global _libc
     if _libc is None:
-        import ctypes
-
         _libc = ctypes.CDLL(None, use_errno=True)
-    _libc.setfsgid(SANDBOX_GID)
-    _libc.setfsuid(SANDBOX_UID)
+    numbers = CREDENTIAL_SYSCALLS.get(platform.machine())
+    if numbers is None:
+        raise FileOpError(INTERNAL, f"no file operations on {platform.machine()!r}")
+    setgroups, setresuid, setresgid = numbers
+    keep = ctypes.c_long(-1)
+    switched = (
+        _libc.syscall(setgroups, 0, None) == 0
+        and _libc.syscall(setresgid, keep, SANDBOX_GID, keep) == 0
+        and _libc.syscall(setresuid, keep, SANDBOX_UID, keep) == 0
+    )
     try:
-        # setfsuid reports no error; asking with an invalid id returns the current one.
-        if _libc.setfsuid(-1) != SANDBOX_UID or _libc.setfsgid(-1) != SANDBOX_GID:
-            raise FileOpError(INTERNAL, "cannot switch to the sandbox user")
+        if not switched:
+            reason = os.strerror(ctypes.get_errno())
+            raise FileOpError(INTERNAL, f"cannot switch to the sandbox user: {reason}")
         yield
     finally:
-        _libc.setfsuid(0)
-        _libc.setfsgid(0)
+        # Going back to the saved ids is always allowed.
+        _libc.syscall(setresuid, keep, 0, keep)
+        _libc.syscall(setresgid, keep, 0, keep)
 
 
 def _code_of(exc: OSError) -> str:

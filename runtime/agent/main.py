@@ -16,6 +16,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # Imported by its mount point's name, which only exists in the sandbox.
-from agent import loop  # type: ignore[import-not-found]  # noqa: E402
+from agent import loop, seccomp  # type: ignore[import-not-found]  # noqa: E402
 
+# Before any thread: the agent too runs under the commands' syscall filter.
+seccomp.confine_agent()
 loop.main()

@@ -19,7 +19,12 @@ more. It refuses, whatever the engine allows:
 
 Everything refused answers EPERM (clone3: ENOSYS). The program is built
 here once, as bytes: the fork path installs it through prctl, the C helper
-receives it in hex on its command line.
+receives it in hex on its command line. The agent runs under it too
+(confine_agent): gVisor (release 2022-12-19) applies the engine's profile
+but ignores its errno values, so clone3 answers EPERM there instead of
+ENOSYS, and libc, which falls back to clone only on ENOSYS, can then start
+neither a thread nor a posix_spawn; stacked later, this filter's answer
+wins.
 
 Stdlib only, Python >= 3.9 (runs inside sandboxes).
 """
@@ -163,3 +168,12 @@ def install(filter_program: bytes) -> None:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
     if libc.prctl(pr_set_seccomp, seccomp_mode_filter, ctypes.byref(prog), 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP)")
+
+
+def confine_agent() -> None:
+    """Put the calling process under the filter, before it starts any thread
+    (those inherit it); best effort: without it only gVisor is hampered."""
+    try:
+        install(program())
+    except (OSError, ValueError):
+        pass

@@ -158,13 +158,14 @@ class StateChannel:
                 return
             except OSError:
                 data, ancillary, flags = b"", [], 0
-            if not data and not ancillary:
-                self.eof = True  # every writer is gone
-                return
             pid = -1
             for level, kind, raw in ancillary:
                 if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS:
                     pid = CREDS.unpack_from(raw)[0]
+            # Every writer is gone: no data, and no sender (gVisor names pid 0).
+            if not data and pid <= 0:
+                self.eof = True
+                return
             if pid != self.shell_pid or not self.shell_pid:
                 self.foreign[pid] = self.foreign.get(pid, 0) + len(data)
             elif flags & socket.MSG_TRUNC or len(self.data) + len(data) > STATE_CAP:

@@ -27,7 +27,7 @@ from runtime.dialects import registry as dialects
 from runtime.dialects.common import MAX_MESSAGE_ITEMS
 from runtime.errors import BadRequest
 from tests.conftest import RunningDaemon
-from tests.helpers import make_tar
+from tests.helpers import make_tar, under_gvisor
 
 # Generous: the machine is shared and loaded. The stalls these tests catch
 # were a second or more.
@@ -141,10 +141,13 @@ def test_a_message_of_too_many_items_is_refused_before_it_is_parsed():
 
 @pytest.mark.docker
 def test_wait_for_patterns_are_matched_off_the_loop(daemon, client, session):
-    # Chatty processes: a burst of lines every tenth of a second.
+    # Chatty processes: a burst of lines every tenth of a second. One under
+    # gVisor, where each such loop holds about 100 of the sentry's host
+    # processes against the pids limit (DESIGN, platform notes): two end
+    # the sandbox at the default limit there.
     handles = [
         session.shell("while :; do yes | head -c 262144; sleep 0.1; done", background=True)
-        for _ in range(8)
+        for _ in range(1 if under_gvisor() else 8)
     ]
     ids = [h.output["process_id"] for h in handles]
     # Never matches, and costs a while over a megabyte of "y\n" lines.

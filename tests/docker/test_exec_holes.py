@@ -13,7 +13,7 @@ import pytest
 
 from runtime.agent import procs, tracker
 from runtime.client import Client
-from tests.helpers import user_processes
+from tests.helpers import under_gvisor, user_processes
 
 pytestmark = pytest.mark.docker
 
@@ -47,7 +47,7 @@ def test_a_cwd_cannot_forge_the_outcome_of_its_call(make_daemon, native):
                 assert not result.ok, result
                 assert result.error_code == "NOT_FOUND", result
                 assert "No such file or directory" in result.error_message
-        assert shell(client, session, "ls /workspace").output["stdout"] == ""
+        assert shell(client, session, "cd /workspace && ls").output["stdout"] == ""
         assert shell(client, session, "echo alive").output["stdout"] == "alive\n"
 
 
@@ -130,7 +130,7 @@ def prepare_traps(session) -> None:
 
 
 def assert_state_untouched(session, cwd: str = "/workspace") -> None:
-    after = session.shell("pwd; echo BASH_ENV=${BASH_ENV-unset}; ls /workspace/pwned 2>&1")
+    after = session.shell("pwd; echo BASH_ENV=${BASH_ENV-unset}; cat /workspace/pwned 2>&1")
     assert after.output["stdout"].splitlines()[:2] == [cwd, "BASH_ENV=unset"], after
     assert "No such file" in after.output["stdout"], after
 
@@ -198,8 +198,13 @@ def test_tmp_downloads_after_shell_calls(client):
 
 
 # -- 5. survivors of a timeout -----------------------------------------------
+# Under gVisor every task is also a host thread of the sentry's, counted
+# with the sentry's own (about 140 at rest) against the same pids limit
+# (DESIGN, platform notes): a few dozen spinners end the sandbox there,
+# which is not what this is about, so fewer.
 SPINNERS = (
-    "for i in $(seq 1 200); do sh -c 'trap \"\" TERM; while :; do :; done' & done; sleep 1000"
+    f"for i in $(seq 1 {8 if under_gvisor() else 200}); do "
+    "sh -c 'trap \"\" TERM; while :; do :; done' & done; sleep 1000"
 )
 
 
@@ -262,7 +267,7 @@ def test_an_explicit_timeout_still_bounds_a_command_moved_to_the_background(sess
     assert moved.error_code == "TIMEOUT" and moved.output["reason"] == "idle", moved
     handle = moved.output["process_id"]
     time.sleep(max(0.0, started + 8 - time.monotonic()))
-    assert session.shell("ls /workspace").output["stdout"] == "", "the deadline did not hold"
+    assert session.shell("cd /workspace && ls").output["stdout"] == "", "the deadline did not hold"
     listed = session.call("process_list", {}).output["processes"]
     assert [(p["process_id"], p["state"]) for p in listed] == [(handle, "killed")]
 

@@ -31,7 +31,10 @@ def test_write_then_read_as_the_sandbox_user(session):
     assert result.ok, result
     assert result.output == {"path": "/workspace/pkg/deep/mod.py", "bytes_written": 6}
     # Created files and parent directories belong to the sandbox user.
-    owners = sh(session, "stat -c '%u:%g %a %n' /workspace/pkg /workspace/pkg/deep/mod.py")
+    owners = sh(
+        session,
+        "find /workspace/pkg /workspace/pkg/deep/mod.py -maxdepth 0 -printf '%U:%G %m %p\\n'",
+    )
     assert owners.splitlines() == [
         "1000:1000 755 /workspace/pkg",
         "1000:1000 644 /workspace/pkg/deep/mod.py",
@@ -49,8 +52,11 @@ def test_write_replaces_atomically_and_keeps_the_mode(session):
     sh(session, "printf old > f.sh; chmod 755 f.sh; ln f.sh hardlink")
     assert session.call("write_file", {"path": "f.sh", "content": "new"}).ok
     # A rename, not an in-place write: the old inode (the hard link) is untouched.
-    assert sh(session, "cat f.sh; echo; cat hardlink; echo; stat -c %a f.sh") == "new\nold\n755\n"
-    assert sh(session, "ls -a /workspace | grep -c toolrt || true") == "0\n"
+    assert (
+        sh(session, "cat f.sh; echo; cat hardlink; echo; find f.sh -printf '%m\\n'")
+        == "new\nold\n755\n"
+    )
+    assert sh(session, "(cd /workspace && ls -a) | grep -c toolrt || true") == "0\n"
 
 
 def test_read_pages_by_lines_and_flags_binary(session):
@@ -162,7 +168,7 @@ def test_run_tests_counts_and_failures_from_junit(session):
     only = session.call("run_tests", {"path": "tests/test_a.py", "args": ["-k", "test_ok"]})
     assert (only.output["passed"], only.output["failed"], only.output["exit_code"]) == (1, 0, 0)
     # The report is removed afterwards; nothing is left in /tmp.
-    assert sh(session, "ls -a /tmp | grep -c junit || true") == "0\n"
+    assert sh(session, "(cd /tmp && ls -a) | grep -c junit || true") == "0\n"
 
 
 def test_run_tests_without_tests_says_why(session):
@@ -215,7 +221,7 @@ def test_symlinks_to_outside_are_resolved_then_denied(session):
         assert session.call("read_file", {"path": path}).error_code == "PATH_DENIED", path
     denied = session.call("read_file", {"path": "file-link"}).error_message
     assert denied.startswith("/workspace/file-link (resolves to /tmp/outside/s): outside"), denied
-    assert sh(session, "cat /tmp/outside/s; ls /tmp/outside") == "SECRET\ns\n"
+    assert sh(session, "cat /tmp/outside/s; (cd /tmp/outside && ls)") == "SECRET\ns\n"
     # A link that stays inside is fine.
     sh(session, "echo inside > real.txt; ln -s real.txt good-link")
     assert session.call("read_file", {"path": "good-link"}).output["content"] == "inside\n"
@@ -254,7 +260,10 @@ def test_symlink_swapped_in_a_loop_never_lets_a_write_out(session):
             break
     sh(session, "touch /tmp/stop; while [ ! -s /tmp/flips ]; do sleep 0.05; done")
     assert int(sh(session, "cat /tmp/flips")) > 10  # the race really ran
-    assert sh(session, "rm /tmp/flips /tmp/flipped /tmp/stop; ls -A /tmp/outside | wc -l") == "0\n"
+    assert (
+        sh(session, "rm /tmp/flips /tmp/flipped /tmp/stop; (cd /tmp/outside && ls -A) | wc -l")
+        == "0\n"
+    )
     assert codes <= {"ok", "PATH_DENIED", "NOT_FOUND", "INVALID_ARGUMENTS"}, codes
     assert "ok" in codes
 

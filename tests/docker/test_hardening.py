@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from runtime.agent.procs import STATE_FD
+from tests.helpers import under_gvisor
 
 pytestmark = pytest.mark.docker
 
@@ -36,10 +37,14 @@ def test_container_is_labelled_and_hardened(daemon, client, docker_client):
 
 def test_commands_run_unprivileged_without_network(session):
     result = session.shell(
-        "id -u; id -G; grep -E '^(CapEff|CapPrm|NoNewPrivs)' /proc/self/status; "
-        "ls /sys/class/net; touch /etc/x 2>&1; touch /workspace/ok /tmp/ok && echo writable; "
-        "stat -c 'owner %u %n' /workspace /tmp; "
-        "ls -l /var/run/docker.sock 2>&1"
+        "id -u; id -G; grep -E '^(CapEff|CapPrm)' /proc/self/status; "
+        # prctl, not /proc/self/status: gVisor's has no NoNewPrivs line.
+        'python3 -c \'import ctypes; print("NoNewPrivs:", '
+        "ctypes.CDLL(None).prctl(39, 0, 0, 0, 0))'; "
+        "(cd /sys/class/net && ls); touch /var/tmp/x 2>&1; "
+        "touch /workspace/ok /tmp/ok && echo writable; "
+        "find /workspace /tmp -maxdepth 0 -printf 'owner %U %p\\n'; "
+        "cat /var/run/docker.sock 2>&1"
     )
     assert result.ok, result
     out = result.output["stdout"]
@@ -50,9 +55,9 @@ def test_commands_run_unprivileged_without_network(session):
     assert groups[0] == "1000" and len(groups) == 2 and int(groups[1]) >= 200_000, groups
     assert "CapEff:\t0000000000000000" in out
     assert "CapPrm:\t0000000000000000" in out
-    assert "NoNewPrivs:\t1" in out
+    assert "NoNewPrivs: 1" in out
     assert "eth0" not in out  # only loopback
-    assert "Read-only file system" in out
+    assert "Read-only file system" in out  # /var/tmp is world-writable: only the mount refuses
     assert "writable" in out
     assert "owner 1000 /workspace" in out and "owner 1000 /tmp" in out
     assert "No such file" in out  # no Docker socket
@@ -70,12 +75,16 @@ def test_user_code_cannot_kill_or_write_into_the_agent(session):
         "kill -9 1; echo kill=$?; "
         "echo x > /proc/1/fd/0 2>/dev/null; echo write0=$?; "
         "echo x > /proc/1/fd/10 2>/dev/null; echo write10=$?; "
-        "ls /proc/1/fd 2>/dev/null | wc -l; "
+        "echo x > /proc/1/fd/11 2>/dev/null; echo write11=$?; "
+        "(cd /proc/1/fd 2>/dev/null && ls) | wc -l; "
         "echo x > /opt/toolrt/agent.py 2>/dev/null; echo agentfile=$?"
     )
     out = result.output["stdout"]
     assert "kill=1" in out
-    assert "write0=1" in out and "write10=1" in out
+    # The protocol's descriptors (10, 11). Under gVisor /proc/1/fd/0 opens
+    # as its path, /dev/null (where the agent put fd 0), which anyone may open.
+    assert "write10=1" in out and "write11=1" in out
+    assert "write0=1" in out or under_gvisor()
     assert "agentfile=1" in out
     # The agent is still there and still answering.
     again = session.shell("echo alive")
@@ -83,10 +92,12 @@ def test_user_code_cannot_kill_or_write_into_the_agent(session):
 
 
 def test_protocol_descriptors_are_not_inherited(session):
-    result = session.shell(f"ls /proc/self/fd; readlink /proc/self/fd/{STATE_FD}")
+    result = session.shell(
+        f'fds=(/proc/self/fd/*); echo "${{fds[@]##*/}}"; readlink /proc/self/fd/{STATE_FD}'
+    )
     *listed, state = result.output["stdout"].split()
     fds = sorted(int(x) for x in listed)
-    # bash's own 0,1,2 and ls's directory handle; of the agent only the
+    # bash's own 0,1,2 and the glob's directory handle; of the agent only the
     # call's shell-state socket, which takes reports from bash alone.
     assert fds == [0, 1, 2, 3, STATE_FD], fds
     assert state.startswith("socket:"), state

@@ -10,7 +10,7 @@ import psutil
 import pytest
 
 from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
-from tests.helpers import user_processes
+from tests.helpers import under_gvisor, user_processes
 
 pytestmark = pytest.mark.docker
 
@@ -82,7 +82,7 @@ def test_background_child_does_not_hold_the_call_open(session, docker_client):
     assert result.ok and result.output["stdout"] == "now\n"
     assert any("sleep 30" in p for p in user_processes(docker_client, session.id))
     # A background child that keeps printing is drained, not blocked or killed.
-    session.shell("(for i in $(seq 1 2000); do head -c 1000 /dev/zero; done; touch /tmp/done) &")
+    session.shell("(for i in $(seq 1 2000); do printf '%01000d' 0; done; touch /tmp/done) &")
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         if session.shell("test -e /tmp/done").output["exit_code"] == 0:
@@ -121,6 +121,12 @@ def test_memory_bomb_is_limit_exceeded_and_session_survives(client):
     small = {"memory_bytes": 128 << 20, "workspace_bytes": 32 << 20, "tmp_bytes": 16 << 20}
     with client.session(limits=small) as session:
         bomb = session.shell("python3 -c 'x = bytearray(1 << 30); print(len(x))'", timeout_s=60)
+        if under_gvisor() and bomb.error_code == "SANDBOX_LOST":
+            # DESIGN, platform notes: gVisor has no OOM killer inside, the
+            # sandbox ends instead, and the result says so; the host is fine.
+            with client.session() as fresh:
+                assert fresh.shell("echo next").output["stdout"] == "next\n"
+            return
         assert bomb.error_code == "LIMIT_EXCEEDED", bomb
         assert "memory" in bomb.error_message
         after = session.shell("echo still here")
@@ -131,6 +137,11 @@ def test_fork_bomb_hits_pids_limit_and_agent_still_answers(client, docker_client
     with client.session(limits={"pids": 64}) as session, client.session() as neighbour:
         started = time.monotonic()
         bomb = session.shell("bomb() { bomb | bomb & }; bomb; sleep 30", timeout_s=3)
+        if under_gvisor() and bomb.error_code == "SANDBOX_LOST":
+            # DESIGN, platform notes: gVisor enforces the pids limit on its
+            # host cgroup, which may end the sandbox; never its neighbours.
+            assert neighbour.shell("echo fine").output["stdout"] == "fine\n"
+            return
         assert bomb.error_code == "TIMEOUT", bomb
         assert time.monotonic() - started < 3 + 10  # not the 30 s sleep
         # The agent answers, the bomb is gone, and other sessions never noticed.

@@ -10,7 +10,7 @@ import pytest
 
 from runtime.agent import procs
 from runtime.client import Client
-from tests.helpers import user_processes
+from tests.helpers import sandbox_processes, user_processes
 
 pytestmark = pytest.mark.docker
 
@@ -24,17 +24,13 @@ def processes_during(client, session, docker_client, command: str) -> list[list[
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and not any("sleep 41" in p[3] for p in seen):
         time.sleep(0.1)
-        top = docker_client.containers.get(f"toolrt-{session.id}").top(
-            ps_args="-eo pid,ppid,user,args"
-        )
-        seen = [[*p[:3], " ".join(p[3:])] for p in top["Processes"]]
+        seen = sandbox_processes(docker_client, session.id)
     call.join(10)
     return seen
 
 
 def assert_the_agent_is_the_commands_parent(seen: list[list[str]]) -> None:
-    """agent → bash (not root) → sleep: no launcher stays. (Host pids and
-    user names: docker top looks from outside.)"""
+    """agent → bash (not root) → sleep: no launcher stays."""
     by_pid = {p[0]: p for p in seen}
     [agent] = [p for p in seen if "/opt/toolrt/agent/main.py" in p[3]]
     [sleep] = [p for p in seen if p[3] == "sleep 41"]

@@ -55,7 +55,7 @@ def test_upload_into_a_directory_and_download_it_back(session):
     assert session.shell("cat proj/a.txt").output["stdout"] == "A"
     # A second upload merges and replaces files; of a name given twice, the last wins.
     session.upload(make_tar(("a.txt", "file", "A1"), ("a.txt", "file", "A2")), "/workspace/proj")
-    assert session.shell("cat proj/a.txt; ls proj").output["stdout"] == "A2a.txt\nsub\n"
+    assert session.shell("cat proj/a.txt; (cd proj && ls)").output["stdout"] == "A2a.txt\nsub\n"
     data = session.download(["/workspace/proj"])
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
         names = sorted(tar.getnames())
