@@ -66,11 +66,6 @@ DOCKER_API_VERSION = "1.41"
 AGENT_CAPS = ["SETUID", "SETGID", "KILL"]
 # How long a re-attached agent has to answer the resync signal.
 RESYNC_TIMEOUT_S = 10.0
-# Under gVisor the pids cgroup counts the sentry's own host threads (about
-# 110-140 at rest, ~100 more per loop that keeps starting processes), not
-# the sandbox's processes: a session's `pids` gets this on top there, so
-# the default limit means about what it means under runc.
-GVISOR_PIDS_ALLOWANCE = 768
 
 
 def container_name(session_id: str) -> str:
@@ -171,7 +166,7 @@ class DockerBackend:
             "mem_limit": limits.memory_bytes,
             "memswap_limit": limits.memory_bytes,
             "nano_cpus": int(limits.cpus * 1e9),
-            "pids_limit": limits.pids + (GVISOR_PIDS_ALLOWANCE if spec.runtime == "runsc" else 0),
+            "pids_limit": limits.pids,
             "log_config": LogConfig(type="none"),
             "volumes": {self._agent_dir: {"bind": AGENT_DIR_IN_SANDBOX, "mode": "ro"}},
             "labels": self._labels(spec),
