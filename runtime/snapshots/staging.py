@@ -87,8 +87,9 @@ class Staging:
 
 
 def _sync(out: IO[bytes]) -> None:
-    """On disk before the manifest naming it is committed (the state database
-    is synchronous=FULL: a snapshot it lists must survive a host crash too)."""
+    """On disk before the manifest naming it is committed: after a host crash
+    a listed snapshot has all its blobs (the state database, synchronous=NORMAL,
+    may lose the last manifests then, never keep one without its blobs)."""
     out.flush()
     os.fsync(out.fileno())
 
