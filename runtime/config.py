@@ -336,6 +336,12 @@ class Config(BaseModel):
     when a C compiler exists, or by `make helper`) rather than a fork of the
     agent: same behaviour, a few ms less per call. Without the helper binary
     the agent forks regardless."""
+    spare_shell: bool = True
+    """While a session is idle, keep the next call's shell started ahead (one
+    per session, about 0.5 MiB): a call that can use it skips the shell's
+    start. Never while the sandbox's memory or pids are nearly full; calls
+    with stdin, or whose cwd or startup-relevant environment differs from the
+    latest call's, start their own shell as before."""
     kill_grace_s: float = Field(0.5, ge=0, le=5)
     """Time between TERM and KILL when a call's processes are stopped."""
     result_cap_bytes: int = Field(2 * MiB, ge=64 * 1024)

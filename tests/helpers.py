@@ -17,6 +17,7 @@ import grpc
 import psutil
 import pytest
 
+from runtime.agent import spare
 from runtime.client import Client, ToolrtRpcError
 
 # The OCI runtime of every sandbox the Docker tests start ("" = the engine's default).
@@ -60,11 +61,12 @@ def sandbox_processes(docker_client, session_id: str) -> list[list[str]]:
 
 
 def user_processes(docker_client, session_id: str) -> list[str]:
-    """Commands of processes in the sandbox other than the agent itself."""
+    """Commands of processes in the sandbox other than the agent itself and
+    the shell it started ahead for the next call (runtime/agent/spare.py)."""
     return [
         p[3]
         for p in sandbox_processes(docker_client, session_id)
-        if "/opt/toolrt/" not in " ".join(p)
+        if "/opt/toolrt/" not in " ".join(p) and spare.BOOT not in " ".join(p)
     ]
 
 

@@ -18,12 +18,12 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Set, Tuple
 
-from . import healing, procs, protocol, tracker
+from . import healing, procs, protocol, spare, tracker
 from .background import Proc, Registry
 from .capture import READ_CHUNK, Capture
 from .ops import operation
 from .redact import Redactor, Stream
-from .state import StateChannel
+from .state import StateChannel, wrap_command
 
 if TYPE_CHECKING:
     from .loop import Agent
@@ -151,6 +151,9 @@ class CallOps:
 
     epoch: int
     running: Dict[str, Call]
+    # The next call's shell, started ahead (spare.py), and where it starts.
+    spare_shell: Optional[spare.Spare] = None
+    spare_plan: Optional[spare.Plan] = None
 
     healer: healing.Healer
 
@@ -166,11 +169,19 @@ class CallOps:
                 "stop one with process_kill",
             )
             return
-        call = Call(rid, request, self.groups.allocate(), self.redactor)
+        env = self.redactor.environment(request.env)
+        ready = self.spare_for(request)
+        call = Call(rid, request, ready.group if ready else self.groups.allocate(), self.redactor)
         call.epoch = self.epoch
         self.healer.started(call.group, request.call_id)
         # Leftovers of earlier calls must not leave this one without room.
         self.relieve(healing.pressure(), {call.group})
+        self.spare_plan = spare.Plan(request.cwd, env)
+        if ready is not None:
+            if self.start_in_spare(call, ready, env, body):
+                return
+            call.group = self.groups.allocate()
+            self.healer.started(call.group, request.call_id)
         self.wrap(call)
         # The command's ends go above procs.FD_FLOOR, clear of its 0-3.
         out_r, out_w = os.pipe2(os.O_CLOEXEC)
@@ -188,7 +199,7 @@ class CallOps:
         launch = procs.Launch(
             command=call.command,
             cwd=request.cwd,
-            env=self.redactor.environment(request.env),
+            env=env,
             uid=SANDBOX_UID,
             gid=SANDBOX_GID,
             group=call.group,
@@ -210,27 +221,112 @@ class CallOps:
             notes = "".join(f"; {note}" for note in self.healer.take_notes())
             self.fail(rid, code, f"cannot start a process: {why}{notes}")
             return
-        call.notes.extend(self.healer.take_notes())
         for fd in {out_w, err_w, report_w, stdin_r, launch.state} - {-1}:
             os.close(fd)
+        self.watch(call, pid, out_r, err_r, stdin_w, body)
+        os.set_blocking(report_r, False)
+        call.report_fd = report_r
+        self.sel.register(report_r, selectors.EVENT_READ, ("report", call))
+
+    def watch(
+        self, call: Call, pid: int, out_r: int, err_r: int, stdin_w: int, body: bytes
+    ) -> None:
+        """Follow a started call: its process, output and stdin."""
+        call.notes.extend(self.healer.take_notes())
         call.pid = pid
-        if request.call_id:
-            self.running[request.call_id] = call
+        if call.request.call_id:
+            self.running[call.request.call_id] = call
         if call.state is not None:
             call.state.shell_pid = pid
-        self.calls[rid] = call
+        self.calls[call.rid] = call
         self.by_pid[pid] = call
         for fd, name in ((out_r, "stdout"), (err_r, "stderr")):
             if fd not in call.fds:
                 os.set_blocking(fd, False)
                 call.fds[fd] = name
                 self.sel.register(fd, selectors.EVENT_READ, ("out", call))
-        os.set_blocking(report_r, False)
-        call.report_fd = report_r
-        self.sel.register(report_r, selectors.EVENT_READ, ("report", call))
         if stdin_w >= 0:
             os.set_blocking(stdin_w, False)
             self.sel.register(stdin_w, selectors.EVENT_WRITE, ("stdin", [call, memoryview(body)]))
+
+    # -- the spare shell (spare.py) ----------------------------------------
+    def spare_for(self, request: protocol.Exec) -> Optional[spare.Spare]:
+        """The spare, taken, when it may become this call's shell; any other
+        spare is discarded (the next idle moment starts one as this call)."""
+        ready, self.spare_shell = self.spare_shell, None
+        if ready is None:
+            return None
+        if (
+            ready.dead
+            or ready.cwd != request.cwd
+            or spare.directory_id(request.cwd) != ready.cwd_id
+        ):
+            spare.discard(ready)
+            return None
+        return ready
+
+    def start_in_spare(
+        self, call: Call, ready: spare.Spare, env: Dict[str, str], body: bytes
+    ) -> bool:
+        """Make the spare the call's shell; False (and the spare discarded)
+        when it cannot be, before anything of the call ran. A call with
+        stdin starts its own shell: the spare's stdin is /dev/null, as no
+        other process could have written into it while it waited."""
+        request = call.request
+        command = wrap_command(
+            request.command, request.report_state, request.pipefail, request.report_env
+        )
+        script = None
+        if not body and spare.started(ready) and spare.untouched(ready):
+            script = spare.script_for(
+                ready, env, command, request.merge_output, request.report_state
+            )
+        if script is None or not spare.release(ready, script):
+            spare.discard(ready)
+            return False
+        os.close(ready.script)
+        os.close(ready.report_r)
+        ready.go.close()
+        call.command = command
+        if request.report_state:
+            call.state = ready.state
+            self.sel.register(ready.state.fileno(), selectors.EVENT_READ, ("state", call))
+            ready.state.registered = True
+        else:
+            ready.state.close()
+        err_r = ready.err_r
+        if request.merge_output:
+            os.close(err_r)  # the preamble put stderr on stdout
+            err_r = ready.out_r
+        self.watch(call, ready.pid, ready.out_r, err_r, -1, body)
+        return True
+
+    def start_spare(self) -> None:
+        """Start the next call's shell ahead, when the session is idle and has room."""
+        plan = self.spare_plan
+        if plan is None or healing.pressure() is not None:
+            return
+        self.spare_shell = spare.start(plan, self.groups.allocate(), SANDBOX_UID, SANDBOX_GID)
+        if self.spare_shell is None:
+            self.spare_plan = None  # not again until the next call says where
+
+    def spare_reaped(self, pid: int) -> None:
+        """The spare died unused (another process of the sandbox user killed
+        it): none again until the next call, so a killer is not fed spares."""
+        ready = self.spare_shell
+        if ready is not None and ready.pid == pid:
+            ready.dead = True
+            self.spare_shell = self.spare_plan = None
+            spare.discard(ready)
+
+    def spare_wanted(self) -> bool:
+        return (
+            spare.ENABLED
+            and procs.NATIVE
+            and self.spare_shell is None
+            and self.spare_plan is not None
+            and not self.calls
+        )
 
     def spawn_with_room(self, launch: procs.Launch) -> int:
         """spawn, retried once after stopping runaway leftovers when the pids
@@ -417,6 +513,9 @@ class CallOps:
         if not call.reason:
             result.shell_state = call.shell_state
             result.notes = call.notes
+            if call.shell_state is not None and call.shell_state.cwd and self.spare_plan:
+                # The next call starts where this shell left off.
+                self.spare_plan = spare.Plan(call.shell_state.cwd, self.spare_plan.env)
         self.send_captured(call, result)
 
     def exit_code(self, call: Call) -> Optional[int]:

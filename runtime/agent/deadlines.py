@@ -59,6 +59,7 @@ class TreeOps:
         def read_state(self, call: Call, most: int = 64) -> None: ...
         def abort(self, call: Call, message: str) -> None: ...
         def check_pressure(self, now: float) -> float: ...
+        def spare_reaped(self, pid: int) -> None: ...
 
     def kill(self, call: Call, reason: str) -> None:
         """TERM every process of the call now; stop and kill what is left
@@ -95,6 +96,8 @@ class TreeOps:
                 self.read_state(call, most=4096)
             pid, status = os.waitpid(child.si_pid, 0)
             reaped = True
+            if call is None:
+                self.spare_reaped(pid)
             if call is not None:
                 call.status = status
                 self.read_report(call)  # closed with the launcher: read to its end

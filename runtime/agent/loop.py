@@ -150,6 +150,9 @@ class Agent(
             except Exception as exc:  # noqa: BLE001 - keep serving the other calls
                 print(f"agent: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
                 timeout = 0.05
+            if self.spare_wanted() and not self.sel.select(0):
+                # Idle, nothing waiting: the next call's shell starts now.
+                self.start_spare()
             for key, _ in self.sel.select(timeout):
                 try:
                     if not self.dispatch(key):

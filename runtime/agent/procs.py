@@ -107,6 +107,8 @@ class Launch:
     report: int
     # The shell-state channel (STATE_FD in bash), or -1.
     state: int = -1
+    # More descriptors for bash: (ours, where bash finds it), below STATE_FD.
+    extra: Tuple[Tuple[int, int], ...] = ()
 
 
 def above_floor(fd: int) -> int:
@@ -144,6 +146,7 @@ def spawn_native(launch: Launch) -> int:
     ]
     if launch.state >= 0:
         actions.append((os.POSIX_SPAWN_DUP2, launch.state, STATE_FD))
+    actions += [(os.POSIX_SPAWN_DUP2, fd, target) for fd, target in launch.extra]
     # The helper runs with the command's environment: it is static, so no
     # LD_PRELOAD or the like reaches code that still runs as root.
     return os.posix_spawn(
@@ -173,6 +176,7 @@ def spawn_fork(launch: Launch) -> int:
         moves = [(launch.stdin, 0), (launch.stdout, 1), (launch.stderr, 2)]
         if launch.state >= 0:
             moves.append((launch.state, STATE_FD))
+        moves += list(launch.extra)
         for fd, target in moves:
             os.dup2(fd, target)
         stage = STAGE_USER

@@ -143,7 +143,11 @@ class LocalBackend:
             "agent_mount": AGENT_DIR_IN_SANDBOX,
             "extra_read_only": self._extra,
             "python": self._python,
-            "env": {**AGENT_ENV, "TOOLRT_NATIVE_SPAWN": "1" if self._config.native_spawn else "0"},
+            "env": {
+                **AGENT_ENV,
+                "TOOLRT_NATIVE_SPAWN": "1" if self._config.native_spawn else "0",
+                "TOOLRT_SPARE_SHELL": "1" if self._config.spare_shell else "0",
+            },
         }
         return ["unshare", *UNSHARE, "--", sys.executable, "-I", SETUP_SCRIPT, json.dumps(setup)]
 

@@ -175,6 +175,7 @@ class DockerBackend:
             "environment": {
                 "PYTHONDONTWRITEBYTECODE": "1",
                 "TOOLRT_NATIVE_SPAWN": "1" if self._config.native_spawn else "0",
+                "TOOLRT_SPARE_SHELL": "1" if self._config.spare_shell else "0",
             },
         }
         if spec.runtime:

@@ -1,0 +1,143 @@
+"""The shell started ahead of a session's next call (runtime/agent/spare.py),
+against a real sandbox: calls use it, and nothing another process of the
+sandbox user does to a waiting spare reaches a call's answer."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from runtime.client import Client
+
+pytestmark = pytest.mark.docker
+
+RPC_DEADLINE_S = 60
+# How long the shell running this command had been alive, in seconds.
+SHELL_AGE = (
+    "python3 -c 'import os, sys; "
+    'stat = open(f"/proc/{sys.argv[1]}/stat").read().rsplit(")", 1)[1].split(); '
+    'up = float(open("/proc/uptime").read().split()[0]); '
+    'print(up - int(stat[19]) / os.sysconf("SC_CLK_TCK"))\' $$'
+)
+
+
+def shell(client: Client, session, command: str, **arguments):
+    return client.call(
+        session.id, "shell", {"command": command, **arguments}, timeout=RPC_DEADLINE_S
+    )
+
+
+def shell_age_after_a_pause(client: Client, session) -> float:
+    assert shell(client, session, "true").ok
+    time.sleep(1.5)  # the session is idle: its next shell may start now
+    result = shell(client, session, SHELL_AGE)
+    assert result.ok and result.output["exit_code"] == 0, result
+    return float(result.output["stdout"])
+
+
+@pytest.mark.parametrize("spare", [True, False], ids=["spare", "no-spare"])
+def test_a_call_after_an_idle_spell_runs_in_a_shell_started_before_it(make_daemon, spare):
+    daemon = make_daemon(spare_shell=spare)
+    with Client(daemon.target) as client, client.session() as session:
+        age = shell_age_after_a_pause(client, session)
+    if spare:
+        assert age >= 0.75, age  # started during the pause, not by the call
+    else:
+        assert age < 0.75, age
+
+
+def test_the_spare_keeps_what_the_session_carries(client, session):
+    assert shell(client, session, "mkdir -p /workspace/d && cd /workspace/d").ok
+    assert shell(client, session, "export GREETING=$'two\\nlines'", persist_env=True).ok
+    time.sleep(0.5)
+    seen = shell(client, session, 'pwd; printf "%s|" "$GREETING"; echo; echo err >&2; exit 3')
+    assert seen.output["stdout"] == "/workspace/d\ntwo\nlines|\n", seen
+    assert seen.output["stderr"] == "err\n" and seen.output["exit_code"] == 3, seen
+    time.sleep(0.5)
+    merged = shell(client, session, "echo out; echo err >&2", merge_output=True)
+    assert merged.output["stdout"] == "out\nerr\n", merged
+    time.sleep(0.5)
+    fed = shell(client, session, "tr a-z A-Z", stdin="quiet\n")
+    assert fed.output["stdout"] == "QUIET\n", fed
+    time.sleep(0.5)
+    slept = shell(client, session, "sleep 30", timeout_s=1)
+    assert slept.error_code == "TIMEOUT", slept
+
+
+# A leftover of the sandbox user that goes after every waiting spare through
+# /proc/<pid>/fd: output for the next call into its stdout and stderr, a go
+# byte into its go channel, and a script of its own into its script memfd,
+# written over and over until the write is refused, so that it lands between
+# the agent's write and bash's read if anything can.
+HUNTER = r"""
+import os, time
+FORGED = b"echo FORGED-SCRIPT; " * 16
+end = time.monotonic() + 12
+attacked = set()
+while time.monotonic() < end:
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or pid in attacked:
+            continue
+        try:
+            if b"__toolrt_g" not in open(f"/proc/{pid}/cmdline", "rb").read():
+                continue
+        except OSError:
+            continue
+        attacked.add(pid)
+        for fd, data in (("1", b"FORGED-OUT\n"), ("2", b"FORGED-ERR\n"), ("60", b"g")):
+            try:
+                f = os.open(f"/proc/{pid}/fd/{fd}", os.O_WRONLY | os.O_NONBLOCK)
+                os.write(f, data)
+                os.close(f)
+                print(pid, fd, flush=True)
+            except OSError:
+                pass
+        try:
+            f = os.open(f"/proc/{pid}/fd/61", os.O_WRONLY)
+        except OSError:
+            continue
+        print(pid, "61", flush=True)
+        until = time.monotonic() + 1.0
+        try:
+            while time.monotonic() < until:
+                os.pwrite(f, FORGED, 0)
+        except OSError:
+            pass  # sealed
+        os.close(f)
+    time.sleep(0.01)
+"""
+
+
+def test_a_leftover_cannot_put_words_in_a_waiting_spares_mouth(client, session):
+    written = client.call(
+        session.id, "write_file", {"path": "/workspace/hunter.py", "content": HUNTER}
+    )
+    assert written.ok, written
+    hunter = shell(
+        client, session, "python3 -u /workspace/hunter.py > /workspace/hits", background=True
+    )
+    assert hunter.ok, hunter
+    for n in range(5):
+        time.sleep(0.4)  # a spare starts, the hunter finds it
+        answer = shell(client, session, f"echo honest-{n}")
+        assert answer.ok and answer.output["exit_code"] == 0, answer
+        assert answer.output["stdout"] == f"honest-{n}\n", answer
+        assert answer.output["stderr"] == "", answer
+    hits = shell(client, session, "cat /workspace/hits").output["stdout"].split()
+    # It did get at the spares' script memfd; not at their go sockets, which
+    # cannot be reopened, nor at the root-owned pipes.
+    assert "61" in hits[1::2], "the hunter never reached a spare"
+    assert "60" not in hits[1::2], hits
+
+
+def test_a_spare_killed_while_it_waits_costs_the_next_call_nothing(client, session):
+    assert shell(client, session, "true").ok
+    killer = shell(client, session, "sleep 1; kill -9 -1", background=True)
+    assert killer.ok, killer
+    time.sleep(2.5)
+    answer = shell(client, session, "echo still")
+    assert answer.ok and answer.output["stdout"] == "still\n", answer
+    time.sleep(0.5)
+    again = shell(client, session, "echo again")
+    assert again.ok and again.output["stdout"] == "again\n", again
