@@ -10,6 +10,7 @@ import queue
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 import uuid
@@ -52,11 +53,20 @@ class Daemon:
     ) -> None:
         """`pool_size=None` leaves the pool at its defaults; `config`: a TOML
         file for what the environment cannot say (tables); `token`: the bearer
-        token of `self.client`; `settings` are more TOOLRT_* values."""
+        token of `self.client`; `settings` are more TOOLRT_* values (they
+        win over a TOML file's)."""
         self.instance = instance
         self.token = token
         self.target = f"127.0.0.1:{_free_port()}"
-        env = {**os.environ, "TOOLRT_MAX_SESSIONS": "512", "TOOLRT_LOG_LEVEL": "WARNING"}
+        # Durable state in a directory of its own, removed by stop(): the
+        # default, /var/lib/toolrt/<instance>, would outlive the run.
+        self._state = tempfile.TemporaryDirectory(prefix="toolrt-bench-state-")
+        env = {
+            **os.environ,
+            "TOOLRT_MAX_SESSIONS": "512",
+            "TOOLRT_LOG_LEVEL": "WARNING",
+            "TOOLRT_STATE_DIR": self._state.name,
+        }
         if pool_size is not None:
             env["TOOLRT_POOL_SIZE"] = str(pool_size)
         env.update(settings or {})
@@ -105,6 +115,7 @@ class Daemon:
                 self.proc.kill()
                 self.proc.wait()
         self._log.close()
+        self._state.cleanup()
 
 
 # What `featured` turns on, as the report says it.
@@ -141,14 +152,11 @@ def configured(
 
 
 def featured(instance: str, log_path: str, tmp: Path, pool_size: int | None = 0) -> Daemon:
-    """A daemon with FEATURES on, as a deployment would run it; its state,
-    audit log and tokens live in `tmp` (the caller removes it)."""
+    """A daemon with FEATURES on, as a deployment would run it; its audit
+    log and tokens live in `tmp` (the caller removes it), its durable state
+    in the temporary state_dir every Daemon has."""
     metrics = f"127.0.0.1:{_free_port()}"
-    toml = (
-        f'audit_log = "@TMP@/{instance}.audit.jsonl"\n'
-        f'state_dir = "@TMP@/{instance}.state"\n'
-        f'metrics_listen = "{metrics}"\n'
-    )
+    toml = f'audit_log = "@TMP@/{instance}.audit.jsonl"\nmetrics_listen = "{metrics}"\n'
     d, _ = configured(instance, log_path, tmp, toml, ["bench"], pool_size)
     # No proxy: the scrape stays on this host whatever the environment says.
     direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
