@@ -21,7 +21,7 @@ from typing import Any
 
 import docker
 
-from bench.stats import Sample, missing, timed
+from bench.stats import Sample, callers, missing, timed
 from runtime.config import Config
 from runtime.sandbox.backend import LABEL_DAEMON, SandboxSpec
 from runtime.sandbox.docker.backend import DockerBackend, container_name
@@ -89,13 +89,20 @@ class Baselines:
         finally:
             self.kill_remove(sid)
 
-    def exec_run_throughput(self, sessions: int, seconds: float) -> Sample:
-        """`sessions` containers, one thread each calling exec_run in a loop."""
+    def exec_run_throughput(
+        self, sessions: int, seconds: float, callers_per_session: int = 1
+    ) -> Sample:
+        """`sessions` containers, `callers_per_session` threads each calling
+        exec_run in a loop: the shape of ours.load."""
         sids = [self.create_start() for _ in range(sessions)]
-        sample = Sample(f"SDK exec_run throughput ({sessions}x{sessions})")
+        threads_n = sessions * callers_per_session
+        sample = Sample(f"SDK exec_run {sessions} sessions x {callers(callers_per_session)}")
         lock = threading.Lock()
+        # A connection per thread, as each toolrt caller has its stream: the
+        # SDK's default pool (10) would make the rest queue or reconnect.
+        client = docker.from_env(timeout=120, max_pool_size=threads_n)
         try:
-            containers = [self.client.containers.get(container_name(s)) for s in sids]
+            containers = [client.containers.get(container_name(s)) for s in sids]
             stop_at = time.perf_counter() + seconds
 
             def loop(container: Any) -> None:
@@ -107,7 +114,11 @@ class Baselines:
                 with lock:
                     sample.times.extend(local)
 
-            threads = [threading.Thread(target=loop, args=(c,)) for c in containers]
+            threads = [
+                threading.Thread(target=loop, args=(c,))
+                for c in containers
+                for _ in range(callers_per_session)
+            ]
             begun = time.perf_counter()
             for t in threads:
                 t.start()
@@ -115,6 +126,7 @@ class Baselines:
                 t.join()
             sample.calls_per_s = len(sample.times) / (time.perf_counter() - begun)
         finally:
+            client.close()
             for sid in sids:
                 self.kill_remove(sid)
         return sample

@@ -10,18 +10,22 @@ import queue
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+import urllib.request
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import docker
 import grpc
 import psutil
 
-from bench.stats import Sample, missing, timed
+from bench.stats import Sample, callers, missing, timed
 from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
 from runtime._proto.toolruntime.v1 import runtime_pb2_grpc as pb_grpc
+from runtime.auth.tokens import create_token
 from runtime.client import Client
 from runtime.sandbox.docker.backend import container_name
 
@@ -49,10 +53,20 @@ class Daemon:
     ) -> None:
         """`pool_size=None` leaves the pool at its defaults; `config`: a TOML
         file for what the environment cannot say (tables); `token`: the bearer
-        token of `self.client`; `settings` are more TOOLRT_* values."""
+        token of `self.client`; `settings` are more TOOLRT_* values (they
+        win over a TOML file's)."""
         self.instance = instance
+        self.token = token
         self.target = f"127.0.0.1:{_free_port()}"
-        env = {**os.environ, "TOOLRT_MAX_SESSIONS": "512", "TOOLRT_LOG_LEVEL": "WARNING"}
+        # Durable state in a directory of its own, removed by stop(): the
+        # default, /var/lib/toolrt/<instance>, would outlive the run.
+        self._state = tempfile.TemporaryDirectory(prefix="toolrt-bench-state-")
+        env = {
+            **os.environ,
+            "TOOLRT_MAX_SESSIONS": "512",
+            "TOOLRT_LOG_LEVEL": "WARNING",
+            "TOOLRT_STATE_DIR": self._state.name,
+        }
         if pool_size is not None:
             env["TOOLRT_POOL_SIZE"] = str(pool_size)
         env.update(settings or {})
@@ -101,6 +115,59 @@ class Daemon:
                 self.proc.kill()
                 self.proc.wait()
         self._log.close()
+        self._state.cleanup()
+
+
+# What `featured` turns on, as the report says it.
+FEATURES = (
+    "bearer-token authentication (`auth.tokens_file`, a token on every call), "
+    "an audit log (`audit_log`), durable state (`state_dir`, SQLite) and "
+    "Prometheus metrics (`metrics_listen` on 127.0.0.1)"
+)
+
+
+def configured(
+    instance: str,
+    log_path: str,
+    tmp: Path,
+    toml: str,
+    tenants: list[str],
+    pool_size: int | None = 0,
+) -> tuple[Daemon, dict[str, str]]:
+    """A daemon whose configuration is `toml` (`@TMP@` standing for `tmp`)
+    plus a tokens file holding one token per tenant (none, and no `[auth]`,
+    when `tenants` is empty); its client carries the first tenant's token.
+    Its files go in `tmp`, named after the instance."""
+    tokens: dict[str, str] = {}
+    if tenants:
+        path = tmp / f"{instance}.tokens"
+        for tenant in tenants:
+            tokens[tenant] = create_token(str(path), tenant)[1]
+        # After the top-level keys, which a table header would capture.
+        toml = f'{toml}\n[auth]\ntokens_file = "{path}"\n'
+    config = tmp / f"{instance}.toml"
+    config.write_text(toml.replace("@TMP@", str(tmp)))
+    first = tokens[tenants[0]] if tenants else ""
+    return Daemon(instance, pool_size, log_path, str(config), first), tokens
+
+
+def featured(instance: str, log_path: str, tmp: Path, pool_size: int | None = 0) -> Daemon:
+    """A daemon with FEATURES on, as a deployment would run it; its audit
+    log and tokens live in `tmp` (the caller removes it), its durable state
+    in the temporary state_dir every Daemon has."""
+    metrics = f"127.0.0.1:{_free_port()}"
+    toml = f'audit_log = "@TMP@/{instance}.audit.jsonl"\nmetrics_listen = "{metrics}"\n'
+    d, _ = configured(instance, log_path, tmp, toml, ["bench"], pool_size)
+    # No proxy: the scrape stays on this host whatever the environment says.
+    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        # The report says metrics were served: make sure they are.
+        with direct.open(f"http://{metrics}/metrics", timeout=10) as reply:
+            reply.read()
+    except BaseException:
+        d.stop()
+        raise
+    return d
 
 
 def shell(client: Client, session_id: str, command: str) -> Any:
@@ -206,9 +273,17 @@ def warm_first_call(d: Daemon, n: int, refill_wait_s: float) -> Sample:
 
 
 # -- concurrent load -----------------------------------------------------------
-async def _callers(target: str, sessions: list[str], start_at: float, seconds: float) -> dict:
+def _bearer(token: str) -> tuple[tuple[str, str], ...]:
+    """Call metadata carrying `token`, as runtime.client sends it."""
+    return (("authorization", f"Bearer {token}"),) if token else ()
+
+
+async def _callers(
+    target: str, token: str, sessions: list[str], per_session: int, start_at: float, seconds: float
+) -> dict:
     latencies: list[float] = []
     failures: list[str] = []
+    metadata = _bearer(token)
     async with grpc.aio.insecure_channel(target) as channel:
         stub = pb_grpc.ToolRuntimeStub(channel)
         await asyncio.sleep(max(0.0, start_at - time.time()))
@@ -216,39 +291,57 @@ async def _callers(target: str, sessions: list[str], start_at: float, seconds: f
 
         async def one(session_id: str) -> None:
             while time.perf_counter() < stop_at:
-                token = uuid.uuid4().hex
+                nonce = uuid.uuid4().hex
                 call = pb.ToolCall(
-                    id=f"call-{token}",
+                    id=f"call-{nonce}",
                     name="shell",
-                    arguments_json=f'{{"command": "echo {token}"}}',
+                    arguments_json=f'{{"command": "echo {nonce}"}}',
                 )
                 started = time.perf_counter()
                 try:
                     reply = await stub.Execute(
-                        pb.ExecuteRequest(session_id=session_id, call=call), timeout=120
+                        pb.ExecuteRequest(session_id=session_id, call=call),
+                        timeout=120,
+                        metadata=metadata,
                     )
                 except grpc.aio.AioRpcError as exc:
                     failures.append(f"{session_id}: {exc.code().name}")
                     continue
                 latencies.append(time.perf_counter() - started)
-                # Every result must answer its own call: same id, same token.
-                if reply.call_id != call.id or not reply.ok or token not in reply.output_json:
+                # Every result must answer its own call: same id, same nonce echoed.
+                if reply.call_id != call.id or not reply.ok or nonce not in reply.output_json:
                     failures.append(f"{session_id}: {call.id} -> {reply.call_id} {reply.ok}")
 
-        await asyncio.gather(*(one(s) for s in sessions))
+        await asyncio.gather(*(one(s) for s in sessions for _ in range(per_session)))
     return {"latencies": latencies, "failures": failures}
 
 
-def _worker(target: str, sessions: list[str], start_at: float, seconds: float, out: Any) -> None:
-    out.put(asyncio.run(_callers(target, sessions, start_at, seconds)))
+def _worker(
+    target: str,
+    token: str,
+    sessions: list[str],
+    per_session: int,
+    start_at: float,
+    seconds: float,
+    out: Any,
+) -> None:
+    out.put(asyncio.run(_callers(target, token, sessions, per_session, start_at, seconds)))
 
 
-def load(d: Daemon, sessions: int, seconds: float, keep: bool = False) -> tuple[Sample, list[str]]:
-    """`sessions` sessions, one caller each, `echo <token>` in a loop.
+def load(
+    d: Daemon,
+    sessions: int,
+    seconds: float,
+    callers_per_session: int = 1,
+    keep: bool = False,
+) -> tuple[Sample, list[str]]:
+    """`sessions` sessions, `callers_per_session` concurrent callers each,
+    `echo <nonce>` in a loop.
 
     Callers are asyncio tasks spread over up to 4 processes (spawned, so they
-    start with a fresh gRPC). Returns the sample and, with `keep`, the
-    session ids (left open for the caller to inspect and close)."""
+    start with a fresh gRPC); a session's callers share its process. Returns
+    the sample and, with `keep`, the session ids (left open for the caller
+    to inspect and close)."""
     with ThreadPoolExecutor(16) as ex:
         ids = list(ex.map(lambda _: d.client.create_session().id, range(sessions)))
     ctx = multiprocessing.get_context("spawn")
@@ -256,7 +349,10 @@ def load(d: Daemon, sessions: int, seconds: float, keep: bool = False) -> tuple[
     procs = min(sessions, 4)
     start_at = time.time() + 3.0
     workers = [
-        ctx.Process(target=_worker, args=(d.target, ids[i::procs], start_at, seconds, out))
+        ctx.Process(
+            target=_worker,
+            args=(d.target, d.token, ids[i::procs], callers_per_session, start_at, seconds, out),
+        )
         for i in range(procs)
     ]
     for w in workers:
@@ -273,7 +369,7 @@ def load(d: Daemon, sessions: int, seconds: float, keep: bool = False) -> tuple[
                 raise RuntimeError(msg) from None
     for w in workers:
         w.join(30)
-    sample = Sample(f"toolrt {sessions} sessions x 1 caller")
+    sample = Sample(f"toolrt {sessions} sessions x {callers(callers_per_session)}")
     for r in results:
         sample.times.extend(r["latencies"])
         sample.failures += len(r["failures"])

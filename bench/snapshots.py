@@ -15,7 +15,6 @@ Forked and baseline sessions are closed after each round, untimed.
 
 from __future__ import annotations
 
-import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -124,21 +123,20 @@ def measure(
 ) -> dict[str, Sample]:
     """Every figure above; the daemon started is appended to `daemons`."""
     s: dict[str, Sample] = {}
-    with tempfile.TemporaryDirectory(prefix="toolrt-bench-snap-") as state:
-        d = ours.Daemon(f"{instance}-snap", 0, log_path, settings={"TOOLRT_STATE_DIR": state})
-        daemons.append(d)
-        for key, (files, size) in SIZES.items():
-            for name, label in NAMES.items():
-                s[f"{name}_{key}"] = Sample(f"{label}, {key} workspace")
-            session_id = d.client.create_session(limits=LIMITS).id
-            command = f"for i in $(seq {files}); do head -c {size} /dev/urandom > f$i.bin; done"
-            d.client.call(session_id, "shell", {"command": command})
-            rounds = (2 if quick else 5) if key == "100M" else (3 if quick else 10)
-            _round(d.client, session_id, key, {k: Sample(k) for k in s})  # warm-up, unrecorded
-            for _ in range(rounds):
-                _round(d.client, session_id, key, s)
-            d.client.close_session(session_id)
-        d.stop()
+    d = ours.Daemon(f"{instance}-snap", 0, log_path)
+    daemons.append(d)
+    for key, (files, size) in SIZES.items():
+        for name, label in NAMES.items():
+            s[f"{name}_{key}"] = Sample(f"{label}, {key} workspace")
+        session_id = d.client.create_session(limits=LIMITS).id
+        command = f"for i in $(seq {files}); do head -c {size} /dev/urandom > f$i.bin; done"
+        d.client.call(session_id, "shell", {"command": command})
+        rounds = (2 if quick else 5) if key == "100M" else (3 if quick else 10)
+        _round(d.client, session_id, key, {k: Sample(k) for k in s})  # warm-up, unrecorded
+        for _ in range(rounds):
+            _round(d.client, session_id, key, s)
+        d.client.close_session(session_id)
+    d.stop()
     return s
 
 

@@ -79,5 +79,10 @@ def interleave(rounds: int, parts: list[tuple[Sample, int, Callable[[], Any]]]) 
                 sample.times.append(time.perf_counter() - started)
 
 
+def callers(n: int) -> str:
+    """How a sample names its callers per session: "1 caller", "8 callers"."""
+    return f"{n} caller" + ("" if n == 1 else "s")
+
+
 def missing(name: str, why: str) -> Sample:
     return Sample(name, note=why)

@@ -21,7 +21,6 @@ import grpc
 
 from bench import ours
 from bench.stats import Sample, interleave
-from runtime.auth.tokens import create_token
 from runtime.client import Client, ToolrtRpcError
 
 FLOODERS = 8
@@ -47,19 +46,8 @@ NAMES = {
 def _daemon(
     instance: str, log_path: str, tmp: Path, name: str, toml: str, tenants: list[str]
 ) -> tuple[ours.Daemon, dict[str, str]]:
-    """A daemon whose configuration is `toml` plus a tokens file holding one
-    token per tenant (none, and no `[auth]`, when `tenants` is empty)."""
-    tokens: dict[str, str] = {}
-    if tenants:
-        path = tmp / f"{name}.tokens"
-        for tenant in tenants:
-            tokens[tenant] = create_token(str(path), tenant)[1]
-        # After the top-level keys, which a table header would capture.
-        toml = f'{toml}\n[auth]\ntokens_file = "{path}"\n'
-    config = tmp / f"{name}.toml"
-    config.write_text(toml.replace("@TMP@", str(tmp)))
-    first = tokens[tenants[0]] if tenants else ""
-    return ours.Daemon(f"{instance}-{name}", 0, log_path, str(config), first), tokens
+    """Daemon `name` of this run: `toml` plus one token per tenant (ours.configured)."""
+    return ours.configured(f"{instance}-{name}", log_path, tmp, toml, tenants)
 
 
 def auth_cost(

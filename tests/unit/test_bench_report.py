@@ -1,0 +1,104 @@
+"""bench/report.py: which targets `make bench` judges, and how it writes them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench import report
+from bench.run import NAMES
+from bench.stats import Sample
+
+MS = 1e-3
+
+
+def _sample(name: str, p50_ms: float, calls_per_s: float = 0.0) -> Sample:
+    return Sample(name, times=[p50_ms * MS] * 5, calls_per_s=calls_per_s)
+
+
+def _run(load8_per_s: float = 700.0, exec_ms: float = 2.0) -> dict[str, Sample]:
+    """Samples as bench.run collects them, every target met by default."""
+    return {
+        "exec": _sample("toolrt Execute shell true", exec_ms),
+        "exec_run": _sample("SDK exec_run true", 60),
+        "host": _sample("host subprocess bash -c true", 2.5),
+        "write": _sample("toolrt write_file 1 KiB", 1),
+        "put_archive": _sample("SDK put_archive 1 KiB", 30),
+        "read": _sample("toolrt read_file 1 MiB", 2),
+        "get_archive": _sample("SDK get_archive 1 MiB", 50),
+        "warm": _sample("toolrt warm CreateSession + first Execute", 20),
+        "create_start": _sample("raw create+start", 200),
+        "cold": _sample("toolrt CreateSession (cold)", 210),
+        "close": _sample("toolrt CloseSession", 100),
+        "kill_remove": _sample("raw kill+remove", 100),
+        "cli": _sample("CLI docker exec true", 80),
+        "llm_exec": Sample("llm-sandbox execute_command true", note="not installed"),
+        "llm_open": Sample("llm-sandbox open+first command", note="not installed"),
+        "exec_run_tput": _sample("SDK exec_run 8 sessions x 8 callers", 400, 20),
+        "load8": _sample("toolrt 8 sessions x 8 callers", 90, load8_per_s),
+        "load64": _sample("toolrt 64 sessions x 1 caller", 100, 600),
+    }
+
+
+EXTRA = {"idle_session_bytes": 6 << 20, "daemon_rss_64_bytes": 90 << 20}
+
+
+def test_issue_17_targets_come_first_as_its_table_says() -> None:
+    found = report.checks(_run(), EXTRA)
+    assert [(c.what, c.target) for c in found[:6]] == [
+        ("exec vs exec_run (p50, x faster)", ">= 20x"),
+        ("exec / host (p50)", "<= 1"),
+        ("read vs get_archive (p50, x faster)", ">= 20x"),
+        ("throughput, 8 sessions x 8 callers (calls/s)", ">= 600"),
+        ("throughput, 8 sessions x 8 callers, vs exec_run the same shape (x)", "reported"),
+        ("idle session memory (MiB, agent included)", "<= 8"),
+    ]
+    assert [c.met for c in found[:6]] == [True, True, True, True, None, True]
+
+
+def test_earlier_targets_and_reported_peers_are_kept() -> None:
+    whats = {c.what for c in report.checks(_run(), EXTRA)}
+    for kept in (
+        "write vs put_archive (p50, x faster)",
+        "warm / create_start (p50)",
+        "cold / create_start (p50)",
+        "close / kill_remove (p50)",
+        "64 sessions x 1 caller: failed/lost/crossed results",
+        "64 sessions x 1 caller: p99 / p50",
+        "exec vs cli (p50, x faster)",
+        "exec vs llm_exec (p50, x faster)",
+        "warm vs llm_open (p50, x faster)",
+        "daemon RSS with 64 sessions (MiB)",
+    ):
+        assert kept in whats
+
+
+@pytest.mark.parametrize(("per_s", "met"), [(600.0, True), (599.0, False)])
+def test_throughput_is_judged_in_calls_per_second_not_as_a_ratio(per_s: float, met: bool) -> None:
+    by_what = {c.what: c for c in report.checks(_run(load8_per_s=per_s), EXTRA)}
+    judged = by_what["throughput, 8 sessions x 8 callers (calls/s)"]
+    assert (judged.value, judged.met) == (per_s, met)
+    beside = by_what["throughput, 8 sessions x 8 callers, vs exec_run the same shape (x)"]
+    assert beside.value == pytest.approx(per_s / 20)
+    assert beside.met is None
+
+
+def test_execute_slower_than_the_host_misses() -> None:
+    by_what = {c.what: c for c in report.checks(_run(exec_ms=3.0), EXTRA)}
+    assert by_what["exec / host (p50)"].met is False
+
+
+def test_target_table_names_the_baselines() -> None:
+    table = "\n".join(report.target_table(report.checks(_run(), EXTRA), NAMES))
+    assert "| Execute shell true / host subprocess (p50) | 0.8 | <= 1 | met |" in table
+    assert "throughput, 8 sessions x 8 callers, vs SDK exec_run the same shape (x)" in table
+    # A peer that could not be measured shows as such, never as a number.
+    assert "| Execute shell true vs llm-sandbox execute_command (p50, x faster) | - |" in table
+
+
+def test_splice_replaces_only_between_the_markers(tmp_path: Path) -> None:
+    readme = tmp_path / "README.md"
+    readme.write_text(f"head\n{report.README_START}\nold\n{report.README_END}\ntail\n")
+    assert report.splice_readme(readme, "new")
+    assert readme.read_text() == f"head\n{report.README_START}\nnew\n{report.README_END}\ntail\n"
