@@ -13,13 +13,12 @@ Stdlib only, Python >= 3.9 (runs inside sandboxes).
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sys
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Tuple, Type
 
-from . import budget, files, flow, protocol
+from . import budget, files, flow, protocol, records
 from .ops import operation
 from .protocol import INVALID_ARGUMENTS
 
@@ -136,7 +135,7 @@ def op_read(agent: Agent, rid: int, request: protocol.Read, body: bytes) -> None
         # the reply, beside the path, for the daemon's allowlist to see first.
         real = os.path.realpath(request.path)
         try:
-            reply, data = read(dataclasses.replace(request, path=real, resolve=False))
+            reply, data = read(records.replace(request, path=real, resolve=False))
         except Exception as exc:  # noqa: BLE001 - every failure travels in the reply
             return protocol.ReadReply(path=real, failure=failure_of(exc)), b""
         reply.path = real

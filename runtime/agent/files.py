@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import platform
 import posixpath
 import stat
 from typing import Any, Iterator, List, Tuple
@@ -74,9 +73,9 @@ def as_sandbox_user() -> Iterator[None]:
     global _libc
     if _libc is None:
         _libc = ctypes.CDLL(None, use_errno=True)
-    numbers = CREDENTIAL_SYSCALLS.get(platform.machine())
+    numbers = CREDENTIAL_SYSCALLS.get(os.uname().machine)
     if numbers is None:
-        raise FileOpError(INTERNAL, f"no file operations on {platform.machine()!r}")
+        raise FileOpError(INTERNAL, f"no file operations on {os.uname().machine!r}")
     setgroups, setresuid, setresgid = numbers
     keep = ctypes.c_long(-1)
     switched = (

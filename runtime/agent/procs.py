@@ -18,7 +18,6 @@ Stdlib only, Python >= 3.9 (runs inside sandboxes).
 
 from __future__ import annotations
 
-import dataclasses
 import errno
 import fcntl
 import os
@@ -26,7 +25,7 @@ import signal
 import struct
 from typing import Dict, Optional, Tuple
 
-from . import seccomp
+from . import records, seccomp
 
 REPORT = struct.Struct("=Iii")
 ERROR = 1
@@ -89,7 +88,7 @@ def failure_of_spawn(stage: int, err: int, cwd: str) -> Tuple[str, str]:
     return code, f"{what}: {os.strerror(err)}"
 
 
-@dataclasses.dataclass(frozen=True)
+@records.record(frozen=True)
 class Launch:
     """`bash -c command` as uid:gid with `group` as its only supplementary
     group, in cwd with env, under the syscall filter (seccomp.py); its

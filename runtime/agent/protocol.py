@@ -29,12 +29,13 @@ the archive's size or the reader's speed.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import struct
 import sys
 import typing
 from typing import Any, Callable, ClassVar, Dict, List, Optional, Tuple, Type, TypeVar
+
+from . import records
 
 MAGIC = b"TRT1"
 PREFIX = struct.Struct(">4sII")
@@ -82,12 +83,12 @@ class FrameError(ValueError):
 # daemon to the agent; replies end a request; events stream before the reply.
 
 
-@dataclasses.dataclass
+@records.record
 class Message:
     OP: ClassVar[str] = ""
 
 
-@dataclasses.dataclass
+@records.record
 class Failure(Message):
     """Ends any request that failed: an agent error code and what went wrong."""
 
@@ -96,7 +97,7 @@ class Failure(Message):
     message: str = ""
 
 
-@dataclasses.dataclass
+@records.record
 class Hello(Message):
     """First request of every attach: the daemon's epoch and protocol version."""
 
@@ -104,18 +105,18 @@ class Hello(Message):
     version: int = VERSION
 
 
-@dataclasses.dataclass
+@records.record
 class HelloReply(Message):
     OP: ClassVar[str] = "hello_reply"
     version: int = VERSION
     python: str = ""
     pid: int = 0
     # Call ids still running, and call ids whose results wait for an ack.
-    running: List[str] = dataclasses.field(default_factory=list)
-    unacked: List[str] = dataclasses.field(default_factory=list)
+    running: List[str] = records.field(default_factory=list)
+    unacked: List[str] = records.field(default_factory=list)
 
 
-@dataclasses.dataclass
+@records.record
 class Resync(Message):
     """Sent by the agent on its own (request id 0, epoch 0) when the daemon
     signals it (SIGUSR1) after attaching: the agent dropped whatever partial
@@ -126,26 +127,26 @@ class Resync(Message):
     pid: int = 0
 
 
-@dataclasses.dataclass
+@records.record
 class Ack(Message):
     """The daemon has stored these calls' results: the agent may forget them.
     Never answered."""
 
     OP: ClassVar[str] = "ack"
-    call_ids: List[str] = dataclasses.field(default_factory=list)
+    call_ids: List[str] = records.field(default_factory=list)
 
 
-@dataclasses.dataclass
+@records.record
 class Ping(Message):
     OP: ClassVar[str] = "ping"
 
 
-@dataclasses.dataclass
+@records.record
 class Pong(Message):
     OP: ClassVar[str] = "pong"
 
 
-@dataclasses.dataclass
+@records.record
 class Secrets(Message):
     """The session's secrets, sent once before its first command: the body is
     a JSON object of NAME to value (redact.encode_secrets), so values never
@@ -154,14 +155,14 @@ class Secrets(Message):
     OP: ClassVar[str] = "secrets"
 
 
-@dataclasses.dataclass
+@records.record
 class Exec(Message):
     """Run a bash command as the sandbox user; the body is its stdin."""
 
     OP: ClassVar[str] = "exec"
     command: str = ""
     cwd: str = WORKSPACE
-    env: Dict[str, str] = dataclasses.field(default_factory=dict)
+    env: Dict[str, str] = records.field(default_factory=dict)
     # The tool call this command answers: its result is kept under this id
     # until the daemon acknowledges it (Ack).
     call_id: str = ""
@@ -194,7 +195,7 @@ class Exec(Message):
     stream_cap: int = 8 << 20
 
 
-@dataclasses.dataclass
+@records.record
 class Output(Message):
     """An event of a streaming Exec: the body is a chunk of `stream`."""
 
@@ -202,7 +203,7 @@ class Output(Message):
     stream: str = "stdout"
 
 
-@dataclasses.dataclass
+@records.record
 class CaptureInfo(Message):
     """How a stream was cut: the body holds head then tail bytes."""
 
@@ -212,7 +213,7 @@ class CaptureInfo(Message):
     dropped_lines: int = 0
 
 
-@dataclasses.dataclass
+@records.record
 class ShellReport(Message):
     """What the command's shell left behind: its directory, and its exports."""
 
@@ -220,7 +221,7 @@ class ShellReport(Message):
     env: Optional[Dict[str, str]] = None
 
 
-@dataclasses.dataclass
+@records.record
 class ProcessInfo(Message):
     process_id: str = ""
     pid: int = 0
@@ -231,7 +232,7 @@ class ProcessInfo(Message):
     unread_bytes: int = 0
 
 
-@dataclasses.dataclass
+@records.record
 class ExecResult(Message):
     """The end of an Exec. Body: stdout head+tail, then stderr head+tail."""
 
@@ -244,15 +245,15 @@ class ExecResult(Message):
     idle: bool = False
     oom: bool = False
     background_cap_hit: bool = False
-    stdout: CaptureInfo = dataclasses.field(default_factory=CaptureInfo)
-    stderr: CaptureInfo = dataclasses.field(default_factory=CaptureInfo)
+    stdout: CaptureInfo = records.field(default_factory=CaptureInfo)
+    stderr: CaptureInfo = records.field(default_factory=CaptureInfo)
     duration_ms: int = 0
     shell_state: Optional[ShellReport] = None
     background: Optional[ProcessInfo] = None
-    notes: List[str] = dataclasses.field(default_factory=list)
+    notes: List[str] = records.field(default_factory=list)
 
 
-@dataclasses.dataclass
+@records.record
 class Cancel(Message):
     """Kill what request `target` started."""
 
@@ -261,23 +262,23 @@ class Cancel(Message):
     reason: str = "cancelled"
 
 
-@dataclasses.dataclass
+@records.record
 class Cancelled(Message):
     OP: ClassVar[str] = "cancelled"
 
 
-@dataclasses.dataclass
+@records.record
 class ProcessList(Message):
     OP: ClassVar[str] = "process_list"
 
 
-@dataclasses.dataclass
+@records.record
 class ProcessListReply(Message):
     OP: ClassVar[str] = "processes"
-    processes: List[ProcessInfo] = dataclasses.field(default_factory=list)
+    processes: List[ProcessInfo] = records.field(default_factory=list)
 
 
-@dataclasses.dataclass
+@records.record
 class ProcessOutput(Message):
     """Unread output of a background process (the reply's body)."""
 
@@ -285,42 +286,42 @@ class ProcessOutput(Message):
     process_id: str = ""
 
 
-@dataclasses.dataclass
+@records.record
 class ProcessKill(Message):
     OP: ClassVar[str] = "process_kill"
     process_id: str = ""
 
 
-@dataclasses.dataclass
+@records.record
 class ProcessReply(Message):
     OP: ClassVar[str] = "process"
-    process: ProcessInfo = dataclasses.field(default_factory=ProcessInfo)
+    process: ProcessInfo = records.field(default_factory=ProcessInfo)
     dropped_bytes: int = 0
     was_running: bool = True
 
 
-@dataclasses.dataclass
+@records.record
 class Resolve(Message):
     """Resolve paths as the kernel would (symlinks, `..`)."""
 
     OP: ClassVar[str] = "resolve"
-    paths: List[str] = dataclasses.field(default_factory=list)
+    paths: List[str] = records.field(default_factory=list)
 
 
-@dataclasses.dataclass
+@records.record
 class ResolvedPath(Message):
     path: str = ""
     # "file", "dir", "symlink", "other", or "" when nothing is there.
     type: str = ""
 
 
-@dataclasses.dataclass
+@records.record
 class Resolved(Message):
     OP: ClassVar[str] = "resolved"
-    resolved: List[ResolvedPath] = dataclasses.field(default_factory=list)
+    resolved: List[ResolvedPath] = records.field(default_factory=list)
 
 
-@dataclasses.dataclass
+@records.record
 class Read(Message):
     """Lines [offset, offset+limit) of a file, at most max_bytes (the body).
 
@@ -345,7 +346,7 @@ class Read(Message):
     resolve: bool = False
 
 
-@dataclasses.dataclass
+@records.record
 class ReadReply(Message):
     OP: ClassVar[str] = "content"
     size: int = 0
@@ -360,7 +361,7 @@ class ReadReply(Message):
     failure: Optional[Failure] = None
 
 
-@dataclasses.dataclass
+@records.record
 class Write(Message):
     """Replace a file atomically with the body, creating parent directories."""
 
@@ -368,26 +369,26 @@ class Write(Message):
     path: str = ""
 
 
-@dataclasses.dataclass
+@records.record
 class WriteReply(Message):
     OP: ClassVar[str] = "written"
     bytes_written: int = 0
 
 
-@dataclasses.dataclass
+@records.record
 class Unlink(Message):
     OP: ClassVar[str] = "unlink"
     path: str = ""
 
 
-@dataclasses.dataclass
+@records.record
 class Done(Message):
     """A request that answers nothing but success."""
 
     OP: ClassVar[str] = "done"
 
 
-@dataclasses.dataclass
+@records.record
 class ListDir(Message):
     OP: ClassVar[str] = "list"
     path: str = WORKSPACE
@@ -396,21 +397,21 @@ class ListDir(Message):
     deadline_s: float = FILE_OP_SECONDS
 
 
-@dataclasses.dataclass
+@records.record
 class DirEntry(Message):
     path: str = ""
     type: str = ""
     size: int = 0
 
 
-@dataclasses.dataclass
+@records.record
 class Listing(Message):
     OP: ClassVar[str] = "listing"
-    entries: List[DirEntry] = dataclasses.field(default_factory=list)
+    entries: List[DirEntry] = records.field(default_factory=list)
     truncated: bool = False
 
 
-@dataclasses.dataclass
+@records.record
 class Extract(Message):
     """Unpack a tar archive below `dest`, all or nothing, in one pass as it
     arrives: the daemon's ArchiveChunk frames of this request, at most
@@ -426,19 +427,19 @@ class Extract(Message):
     restore: bool = False
 
 
-@dataclasses.dataclass
+@records.record
 class Archive(Message):
     """Tar `paths`, streamed as ArchiveChunk events, at most `window` of them
     ahead of the daemon's Credits."""
 
     OP: ClassVar[str] = "archive"
-    paths: List[str] = dataclasses.field(default_factory=list)
+    paths: List[str] = records.field(default_factory=list)
     max_bytes: int = 1 << 34
     deadline_s: float = FILE_OP_SECONDS
     window: int = WINDOW_CHUNKS
 
 
-@dataclasses.dataclass
+@records.record
 class ArchiveChunk(Message):
     """A piece of a transfer's archive (the body, at most CHUNK_BYTES): from
     the agent for an Archive, from the daemon for an Extract (`end` on the
@@ -448,7 +449,7 @@ class ArchiveChunk(Message):
     end: bool = False
 
 
-@dataclasses.dataclass
+@records.record
 class Credit(Message):
     """Room for `chunks` more ArchiveChunks of the transfer, granted by the side
     that receives them as it takes chunks in."""
@@ -457,7 +458,7 @@ class Credit(Message):
     chunks: int = 1
 
 
-@dataclasses.dataclass
+@records.record
 class Transferred(Message):
     """The end of an Extract or Archive: what it moved."""
 
@@ -474,7 +475,7 @@ RELAY_DIR = "/opt/toolrt/egress"
 RELAY_SOCKET = RELAY_DIR + "/proxy.sock"
 
 
-@dataclasses.dataclass
+@records.record
 class RelayStart(Message):
     """Listen on 127.0.0.1:port and relay each connection to the unix socket;
     idempotent while the relay runs."""
@@ -484,7 +485,7 @@ class RelayStart(Message):
     port: int = RELAY_PORT
 
 
-@dataclasses.dataclass
+@records.record
 class RelayReady(Message):
     OP: ClassVar[str] = "relay_ready"
     port: int = RELAY_PORT
@@ -548,7 +549,7 @@ _PLANS: Dict[type, Tuple[Tuple[str, Convert, str], ...]] = {}
 def _names(cls: type) -> Tuple[str, ...]:
     names = _NAMES.get(cls)
     if names is None:
-        names = _NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
+        names = _NAMES[cls] = records.fields(cls)
     return names
 
 

@@ -32,7 +32,7 @@ Stdlib only, Python >= 3.9 (runs inside sandboxes).
 from __future__ import annotations
 
 import errno
-import platform
+import os
 import struct
 from typing import Dict, List, Optional, Tuple, Union
 
@@ -119,7 +119,7 @@ def _insn(code: int, k: int, jt: Jump = 0, jf: Jump = 0) -> Insn:
 def program(machine: Optional[str] = None) -> bytes:
     """The filter for `machine` (default: this one) as struct sock_filter
     bytes; ValueError for an architecture it does not know."""
-    machine = machine or platform.machine()
+    machine = machine or os.uname().machine
     if machine not in ARCHES:
         msg = f"no syscall filter for architecture {machine!r}; known: {sorted(ARCHES)}"
         raise ValueError(msg)

@@ -37,7 +37,6 @@ Stdlib only, Python >= 3.9 (runs inside sandboxes).
 
 from __future__ import annotations
 
-import dataclasses
 import fcntl
 import os
 import re
@@ -47,7 +46,7 @@ import socket
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from . import procs
+from . import procs, records
 from .state import StateChannel
 
 GO_FD, SCRIPT_FD = 60, 61
@@ -121,7 +120,7 @@ def directory_id(path: str) -> Optional[Tuple[int, ...]]:
     return (st.st_dev, st.st_ino, st.st_mode, st.st_uid, st.st_gid)
 
 
-@dataclasses.dataclass
+@records.record
 class Spare:
     """One started shell waiting for its script, and the agent's ends."""
 
@@ -142,7 +141,7 @@ class Spare:
         return [self.out_r, self.err_r, self.report_r, self.script]
 
 
-@dataclasses.dataclass(frozen=True)
+@records.record(frozen=True)
 class Plan:
     """Where and with what environment the next spare starts: the latest
     call's cwd (as its shell left it) and environment."""

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 from collections.abc import AsyncGenerator, AsyncIterable, Awaitable, Callable
 from typing import TypeVar
 
-from runtime.agent import protocol
+from runtime.agent import protocol, records
 from runtime.agent.redact import encode_secrets
 from runtime.errors import (
     CallTimeout,
@@ -246,7 +245,7 @@ class AgentClient:
         It runs before any failure of the read is raised: a path the session
         may not read is denied whatever its state (missing, a directory).
         """
-        request = dataclasses.replace(request, resolve=True)
+        request = records.replace(request, resolve=True)
         reply, body = await self.read(request)
         check(reply.path)
         if reply.failure is not None:

@@ -26,10 +26,10 @@ import itertools
 import posixpath
 import tarfile
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
-from runtime.agent import protocol
+from runtime.agent import protocol, records
 from runtime.constants import TMP, WORKSPACE
 from runtime.errors import SandboxLost
 from runtime.sandbox.backend import Adopted, ConnectedSandbox, SandboxBackend, SandboxSpec
@@ -261,7 +261,7 @@ class FakeChannel:
         if isinstance(request, protocol.Read) and request.resolve:
             path = posixpath.normpath(request.path)
             try:
-                reply, data = self._read(replace(request, path=path, resolve=False))
+                reply, data = self._read(records.replace(request, path=path, resolve=False))
             except Refused as refused:
                 return protocol.ReadReply(path=path, failure=refused.failure), b""
             reply.path = path

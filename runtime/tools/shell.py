@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from runtime.agent import protocol
+from runtime.agent import protocol, records
 from runtime.constants import WORKSPACE
 from runtime.errors import CallTimeout, FileMissing, InvalidArguments, LimitExceeded, PathDenied
 from runtime.tools.base import Tool, ToolContext
@@ -248,7 +247,7 @@ async def run_shell(ctx: ToolContext, args: ShellArgs) -> dict[str, Any]:
         # locked, replaced): start over at home. A failure that is not about
         # the directory fails again there, and the directory is kept.
         # A new command (nothing ran: the directory could not be entered).
-        retry = replace(request, cwd=HOME, resume=False)
+        retry = records.replace(request, cwd=HOME, resume=False)
         result, data = await ctx.agent.exec(retry, stdin, ctx.on_output)
         gone, state.cwd = state.cwd, HOME
         why = "no longer exists"

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 
 import pytest
 
-from runtime.agent import protocol
+from runtime.agent import protocol, records
 from runtime.errors import (
     EngineUnavailable,
     FileMissing,
@@ -214,7 +213,7 @@ def test_hello_refuses_another_protocol_version():
         while not pipe.written:
             await asyncio.sleep(0.001)
         [sent] = protocol.Decoder().feed(pipe.written[0])
-        old = dataclasses.replace(protocol.HelloReply(), version=protocol.VERSION - 1)
+        old = records.replace(protocol.HelloReply(), version=protocol.VERSION - 1)
         pipe.replies.put_nowait(protocol.encode(old, sent.request_id, 1))
         try:
             await task
