@@ -7,7 +7,21 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+import orjson
+
 from runtime.errors import ToolFailure
+
+
+def encode_json(value: Any) -> bytes:
+    """`value` as compact UTF-8 JSON, non-ASCII kept as it is. orjson for
+    speed; what it refuses (a non-string key, an integer beyond 64 bits)
+    the standard encoder writes as it always did."""
+    try:
+        return orjson.dumps(value)
+    except TypeError:  # orjson.JSONEncodeError is one
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode(
+            "utf-8", "surrogatepass"
+        )
 
 
 @dataclass(frozen=True)
@@ -42,7 +56,7 @@ class ToolResult:
     def output_json(self) -> str:
         # Encoded once: the journal, the audit log and the reply all want it
         # (a read_file's content is tens of kilobytes).
-        return json.dumps(self.output, ensure_ascii=False, separators=(",", ":"))
+        return encode_json(self.output).decode("utf-8", "surrogatepass")
 
     @classmethod
     def failed(cls, call_id: str, failure: ToolFailure, duration_ms: int = 0) -> ToolResult:

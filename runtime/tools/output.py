@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
+
+from runtime.models import encode_json
 
 SURROGATES = re.compile("[\ud800-\udfff]")
 
@@ -84,7 +85,7 @@ def fit_output(output: dict[str, Any], cap: int) -> dict[str, Any]:
         bound = sum(6 * len(v) for v in output.values() if isinstance(v, str))
         if bound + 64 * len(output) <= cap:
             return output
-    encoded = len(json.dumps(output, ensure_ascii=False).encode())
+    encoded = len(encode_json(output))
     if encoded <= cap:
         return output
     fitted = dict(output)
@@ -96,7 +97,7 @@ def fit_output(output: dict[str, Any], cap: int) -> dict[str, Any]:
         excess = encoded - cap
         fitted[key] = _middle_cut(fitted[key], max(0, length - excess - 256))
         fitted["result_truncated"] = True
-        encoded = len(json.dumps(fitted, ensure_ascii=False).encode())
+        encoded = len(encode_json(fitted))
         if encoded <= cap:
             break
     return fitted
