@@ -251,19 +251,25 @@ class CallOps:
 
     # -- the spare shell (spare.py) ----------------------------------------
     def spare_for(self, request: protocol.Exec) -> Optional[spare.Spare]:
-        """The spare, taken, when it may become this call's shell; any other
-        spare is discarded (the next idle moment starts one as this call)."""
-        ready, self.spare_shell = self.spare_shell, None
-        if ready is None:
+        """The spare, taken, when it may become this call's shell. One for
+        another cwd, or dead, is discarded (the next idle moment starts one
+        as this call); one still starting is left for a later call."""
+        found = self.spare_shell
+        if found is None:
             return None
-        if (
-            ready.dead
-            or ready.cwd != request.cwd
-            or spare.directory_id(request.cwd) != ready.cwd_id
-        ):
-            spare.discard(ready)
+        usable = (
+            not found.dead
+            and found.cwd == request.cwd
+            and spare.directory_id(request.cwd) == found.cwd_id
+        )
+        state = spare.ready(found) if usable else False
+        if state is None:
             return None
-        return ready
+        self.spare_shell = None
+        if not state:
+            spare.discard(found)
+            return None
+        return found
 
     def start_in_spare(
         self, call: Call, ready: spare.Spare, env: Dict[str, str], body: bytes
@@ -277,7 +283,7 @@ class CallOps:
             request.command, request.report_state, request.pipefail, request.report_env
         )
         script = None
-        if not body and spare.started(ready) and spare.untouched(ready):
+        if not body and spare.untouched(ready):
             script = spare.script_for(
                 ready, env, command, request.merge_output, request.report_state
             )

@@ -15,7 +15,9 @@ in plain variables (set or unset by the script's preamble, on the command's
 first line so bash's line numbers stay the command's), no stdin, no NUL in
 the command. Anything else, and any doubt (the spare died or was stopped,
 its launcher failed, something wrote into its pipes, its script could have
-been changed), starts the call's shell the usual way. The preamble also
+been changed), starts the call's shell the usual way; so does a call that
+comes while the spare is still starting (it is left for a later call: no
+call ever waits for one). The preamble also
 gives the command what its own start would have: stderr on stdout when
 merged, no shell-state channel when the call reports none. The one
 difference a command can see: a syntax error is reported as
@@ -40,7 +42,6 @@ from __future__ import annotations
 import fcntl
 import os
 import re
-import select
 import signal
 import socket
 import time
@@ -50,9 +51,6 @@ from . import procs, records
 from .state import StateChannel
 
 GO_FD, SCRIPT_FD = 60, 61
-# How long a call waits for a spare's launcher to exec bash before starting
-# its own shell (it normally has, long before the call came).
-START_WAIT_S = 0.2
 ENABLED = os.environ.get("TOOLRT_SPARE_SHELL", "1") != "0"
 BOOT = (
     f"IFS= builtin read -r -n 1 -u {GO_FD} __toolrt_g || builtin exit 0; "
@@ -136,6 +134,7 @@ class Spare:
     script: int
     state: StateChannel
     dead: bool = False
+    born: float = 0.0  # time.monotonic() at its start
 
     def agent_fds(self) -> List[int]:
         return [self.out_r, self.err_r, self.report_r, self.script]
@@ -208,27 +207,31 @@ def start(plan: Plan, group: int, uid: int, gid: int) -> Optional[Spare]:
     os.set_blocking(report_r, False)
     for fd in (out_r, err_r):
         os.set_blocking(fd, False)
+    born = time.monotonic()
+    env = dict(plan.env)
     return Spare(
-        pid, group, plan.cwd, cwd_id, dict(plan.env), out_r, err_r, report_r, go, script, state
+        pid, group, plan.cwd, cwd_id, env, out_r, err_r, report_r, go, script, state, born=born
     )
 
 
-def started(spare: Spare) -> bool:
+# A launcher that has not exec'd bash by then never will (it was stopped):
+# its spare is discarded rather than waited for.
+STALE_S = 5.0
+
+
+def ready(spare: Spare) -> Optional[bool]:
     """Whether the spare's bash runs and waits: its launcher's report pipe
     closed empty (the launcher exec'd bash), and it is neither stopped nor
-    dead (another process of the sandbox user may have signalled it). Waits
-    for the launcher at most START_WAIT_S: never is the agent held by it."""
+    dead (another process of the sandbox user may have signalled it). None
+    while its launcher is still at work: a call never waits for a spare
+    (under gVisor a start takes tens of milliseconds)."""
     data = b""
-    give_up = time.monotonic() + START_WAIT_S
     while len(data) <= procs.REPORT_MAX:
         try:
             chunk = os.read(spare.report_r, procs.REPORT_MAX)
         except (BlockingIOError, InterruptedError):
-            left = give_up - time.monotonic()
-            if left <= 0:
-                return False
-            select.select([spare.report_r], [], [], left)
-            continue
+            starting = not data and time.monotonic() - spare.born < STALE_S
+            return None if starting else False
         except OSError:
             return False
         if not chunk:
@@ -307,8 +310,8 @@ def discard(spare: Spare) -> None:
     if not spare.dead:
         try:
             os.kill(spare.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        except (ProcessLookupError, PermissionError):
+            pass  # (gVisor may refuse it mid-exec: the closed go socket ends it too)
     close(spare)
     spare.state.close()
 
