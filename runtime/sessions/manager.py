@@ -328,7 +328,10 @@ class SessionManager(RestartOps):
         # the live count stays the same, so a full daemon can still serve it.
         if pool is None or not pool.can_serve(spec.image, limits, request.labels, spec.runtime):
             if pool is not None and self._live() >= self._config.max_sessions:
-                pool.evict()  # a session needs the slot more than a warm container
+                # A session needs the slot more than a warm container, ready
+                # or still being created.
+                if not pool.evict():
+                    pool.yield_filling()
             self._refuse_if_full()
         self._creating += 1
         try:

@@ -109,6 +109,9 @@ class WarmPool:
         self._floor = min(config.pool_min, config.pool_size)
         self._ready: dict[ProfileKey, deque[Warm]] = {}
         self._filling: dict[ProfileKey, int] = {}
+        # Containers still being created that a session took the slot of:
+        # each is destroyed as its create ends (see yield_filling).
+        self._yielded: dict[ProfileKey, int] = {}
         self._failures: dict[ProfileKey, int] = {}
         self._demand: dict[ProfileKey, PerSecond] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -123,13 +126,16 @@ class WarmPool:
             )
             self._ready[key] = deque()
             self._filling[key] = 0
+            self._yielded[key] = 0
             self._failures[key] = 0
             self._demand[key] = PerSecond(config.pool_window_s, clock)
 
     # -- counting -----------------------------------------------------------
     def count(self) -> int:
-        """Containers the pool holds or is creating (they count as sessions)."""
-        return sum(len(q) for q in self._ready.values()) + sum(self._filling.values())
+        """Containers the pool holds or is creating for itself (they count as
+        sessions; one given up to a session no longer does)."""
+        ready = sum(len(q) for q in self._ready.values())
+        return ready + sum(self._filling.values()) - sum(self._yielded.values())
 
     def ready(self, key: ProfileKey | None = None) -> int:
         if key is not None:
@@ -191,7 +197,7 @@ class WarmPool:
     def _refill(self, key: ProfileKey) -> None:
         while (
             not self._closing.is_set()
-            and len(self._ready[key]) + self._filling[key] < self.target(key)
+            and len(self._ready[key]) + self._filling[key] - self._yielded[key] < self.target(key)
             and self._filling[key] < MAX_FILLING
             # After a failure, a single fill probes until one succeeds.
             and (self._failures[key] == 0 or self._filling[key] == 0)
@@ -228,10 +234,11 @@ class WarmPool:
                 sandbox = await self._backend.create(spec)
             except Exception as exc:  # noqa: BLE001 - logged; the pool retries later
                 self._failures[key] += 1
+                self._take_yield(key)
                 log.warning("warm pool: cannot create a %s sandbox: %s", key.image, exc)
                 return
             self._failures[key] = 0
-            if self._closing.is_set():
+            if self._closing.is_set() or self._take_yield(key):
                 await self._backend.destroy(spec.session_id)
                 return
             self._ready[key].append(Warm(spec.session_id, sandbox, spec.limits))
@@ -281,6 +288,24 @@ class WarmPool:
         log.info("warm pool: removing sandbox %s to make room for a session", warm.session_id)
         self._destroy(warm)
         return True
+
+    def yield_filling(self) -> bool:
+        """Give up a container still being created so that a session can have
+        its slot now (it is destroyed as its create ends: for that moment the
+        daemon holds one container over max_sessions); whether there was one."""
+        for key, filling in self._filling.items():
+            if filling > self._yielded[key]:
+                self._yielded[key] += 1
+                log.info("warm pool: giving up a sandbox being created to make room for a session")
+                return True
+        return False
+
+    def _take_yield(self, key: ProfileKey) -> bool:
+        """Whether the create that just ended was given up (and now is)."""
+        if self._yielded[key] > 0:
+            self._yielded[key] -= 1
+            return True
+        return False
 
     def _discard(self, warm: Warm, reason: str) -> None:
         log.warning("warm pool: dropping sandbox %s: %s", warm.session_id, reason)

@@ -4,6 +4,7 @@ old, bounded by its ceiling and by admission."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 
@@ -131,3 +132,32 @@ def test_a_full_daemon_gives_a_warm_slot_to_a_session_that_cannot_use_it(make_da
         assert len(running.daemon.core.backend.sandboxes) == 2
         client.close_session(labelled.id)
         wait_for(lambda: pool.ready() == 2)
+
+
+def test_a_full_daemon_gives_a_session_the_slot_of_a_container_still_being_created(make_daemon):
+    running = make_daemon(backend="fake", pool_size=1, pool_min=1, max_sessions=2)
+    pool = running.daemon.core.manager.pool
+    backend = running.daemon.core.backend
+    wait_for(lambda: pool.ready() == 1)
+    create = backend.create
+
+    async def slow_create(spec):  # every create from now on takes 1.5 s
+        await asyncio.sleep(1.5)
+        return await create(spec)
+
+    backend.create = slow_create
+    with Client(running.target) as client:
+        first = client.create_session()  # the warm one; the pool starts another
+        wait_for(lambda: pool.count() == 1)
+        # The daemon is full with a container still being created: the session
+        # takes its slot instead of being refused.
+        second = client.create_session()
+        assert {first.id, second.id} <= set(backend.sandboxes)
+        # The given-up container is destroyed once its create ends, and the
+        # pool starts no other while the sessions fill the daemon.
+        wait_for(lambda: len(backend.sandboxes) == 2, timeout=10)
+        time.sleep(0.5)
+        assert len(backend.sandboxes) == 2 and pool.count() == 0
+        backend.create = create
+        client.close_session(second.id)
+        wait_for(lambda: pool.ready() == 1)
