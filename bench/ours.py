@@ -27,6 +27,7 @@ from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
 from runtime._proto.toolruntime.v1 import runtime_pb2_grpc as pb_grpc
 from runtime.auth.tokens import create_token
 from runtime.client import Client
+from runtime.client.sdk import bearer_metadata
 from runtime.sandbox.docker.backend import container_name
 
 KiB, MiB = 1 << 10, 1 << 20
@@ -273,17 +274,12 @@ def warm_first_call(d: Daemon, n: int, refill_wait_s: float) -> Sample:
 
 
 # -- concurrent load -----------------------------------------------------------
-def _bearer(token: str) -> tuple[tuple[str, str], ...]:
-    """Call metadata carrying `token`, as runtime.client sends it."""
-    return (("authorization", f"Bearer {token}"),) if token else ()
-
-
 async def _callers(
     target: str, token: str, sessions: list[str], per_session: int, start_at: float, seconds: float
 ) -> dict:
     latencies: list[float] = []
     failures: list[str] = []
-    metadata = _bearer(token)
+    metadata = bearer_metadata(token)
     async with grpc.aio.insecure_channel(target) as channel:
         stub = pb_grpc.ToolRuntimeStub(channel)
         await asyncio.sleep(max(0.0, start_at - time.time()))

@@ -28,6 +28,11 @@ SNAPSHOT_PREFIX = "snap_"
 Metadata = tuple[tuple[str, str], ...]
 
 
+def bearer_metadata(token: str) -> Metadata:
+    """Call metadata carrying a bearer token (none without one)."""
+    return (("authorization", f"Bearer {token}"),) if token else ()
+
+
 class ToolrtRpcError(Exception):
     """An RPC failed with a gRPC status (not a tool failure: see Result.error)."""
 
@@ -112,7 +117,7 @@ class Client:
         self.stub = pb_grpc.ToolRuntimeStub(self.channel)
         self.timeout = timeout
         # Sent with every call: the daemon reads the principal from it.
-        self.metadata: Metadata = (("authorization", f"Bearer {token}"),) if token else ()
+        self.metadata = bearer_metadata(token)
 
     def _rpc(self, fn: Any, request: Any, timeout: float | None = None) -> Any:
         try:

@@ -65,6 +65,19 @@ def test_the_spare_keeps_what_the_session_carries(client, session):
     assert slept.error_code == "TIMEOUT", slept
 
 
+def test_a_call_in_a_spare_holds_no_descriptor_of_the_spares_own(client, session):
+    # A background call reports no shell state: its shell must not keep the
+    # state channel, nor the spare's go socket and script.
+    assert shell(client, session, "true").ok
+    time.sleep(1.0)  # the spare starts
+    # Listed by bash's own glob: gVisor's statx refuses a flag `ls` passes.
+    listing = "sleep 0.2; for f in /proc/$$/fd/*; do echo ${f##*/}; done > /workspace/fds"
+    assert shell(client, session, listing, background=True).ok
+    time.sleep(1.5)
+    fds = shell(client, session, "cat /workspace/fds").output["stdout"].split()
+    assert fds and not {"60", "61", "63"} & set(fds), fds
+
+
 # A leftover of the sandbox user that goes after every waiting spare through
 # /proc/<pid>/fd: output for the next call into its stdout and stderr, a go
 # byte into its go channel, and a script of its own into its script memfd,
