@@ -17,7 +17,7 @@ from runtime.auth.credentials import Authenticator
 from runtime.config import Config
 from runtime.core import Core, build_core
 from runtime.errors import AuditUnavailable
-from runtime.observability.rpc import ObservingInterceptor
+from runtime.server.observing import ObservingInterceptor
 from runtime.server.auth import AuthInterceptor
 from runtime.server.interceptor import ErrorInterceptor
 from runtime.server.listeners import add_listeners, check_startup, server_credentials
