@@ -26,9 +26,10 @@ from runtime.sessions.session import Session
 from runtime.sessions.transfers import Transfers
 from runtime.snapshots.service import Snapshots
 from runtime.snapshots.store import SnapshotStore
+from runtime.snapshots.workspace_diff import WORKSPACE_DIFF
 from runtime.state.db import default_state_dir
 from runtime.state.durable import Durable
-from runtime.tools.registry import Registry, default_registry
+from runtime.tools.registry import TOOLS, Registry
 
 
 @dataclass
@@ -80,6 +81,11 @@ class Core:
             await self.backend.close()
             self.durable.close()
             self.obs.stop()
+
+
+def default_registry() -> Registry:
+    """Every tool: the tools folder's, then those of the layers above it."""
+    return Registry([*TOOLS, WORKSPACE_DIFF])
 
 
 def build_core(

@@ -14,7 +14,7 @@ from hypothesis import event, given
 from hypothesis import strategies as st
 
 from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
-from runtime.tools.registry import default_registry
+from runtime.core import default_registry
 from tests.fuzzing import (
     call_ids,
     check_result,

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
+from runtime.core import default_registry
 from runtime.errors import InvalidArguments, UnknownTool
 from runtime.tools.output import fit_output, render_stream, strip_ansi
-from runtime.tools.registry import default_registry
 from runtime.tools.shell import ShellArgs
 from runtime.tools.validation import MAX_ITEMS, json_shape, parse_arguments, pointer
 
