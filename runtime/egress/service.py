@@ -34,14 +34,6 @@ from runtime.egress.paths import (
     socket_path_problem,
     socket_root,
 )
-from runtime.egress.policy import (
-    Ceiling,
-    NetworkPolicy,
-    PatternError,
-    clamp_cap,
-    outside,
-    parse_patterns,
-)
 from runtime.egress.proxy import (
     EgressEvent,
     EventSink,
@@ -51,6 +43,14 @@ from runtime.egress.proxy import (
     system_resolve,
 )
 from runtime.errors import BadRequest, PermissionDenied
+from runtime.policy.hosts import (
+    Ceiling,
+    NetworkPolicy,
+    PatternError,
+    clamp_cap,
+    outside,
+    parse_patterns,
+)
 
 log = logging.getLogger(__name__)
 

@@ -7,11 +7,11 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
 from runtime.admin import SessionView, Stats
 from runtime.config import Limits
-from runtime.egress.policy import NetworkPolicy
 from runtime.egress.service import NetworkRequest
 from runtime.errors import BadRequest
 from runtime.models import ToolCall, ToolResult
 from runtime.policy.allowlist import PathPolicy
+from runtime.policy.hosts import NetworkPolicy
 from runtime.sessions.manager import SessionRequest
 from runtime.sessions.session import Allowlist, Session
 from runtime.snapshots.store import Snapshot

@@ -12,8 +12,8 @@ from typing import Any
 from runtime.agent.redact import Redactor
 from runtime.config import Limits
 from runtime.constants import WORKSPACE
-from runtime.egress.policy import NetworkPolicy
 from runtime.policy.allowlist import PathPolicy
+from runtime.policy.hosts import NetworkPolicy
 from runtime.sandbox.backend import Sandbox
 from runtime.sessions.journal import Journal
 

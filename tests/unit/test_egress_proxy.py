@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from runtime.egress.policy import NetworkPolicy, parse_patterns
 from runtime.egress.proxy import EgressEvent, ProxySettings, SessionProxy
+from runtime.policy.hosts import NetworkPolicy, parse_patterns
 
 Upstream = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
