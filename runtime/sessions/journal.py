@@ -46,8 +46,8 @@ from typing import Any, Protocol
 
 from runtime import cpu
 from runtime.errors import DaemonStopping, InvalidArguments, OutcomeUnknown
+from runtime.json_shape import MAX_ITEMS, json_shape
 from runtime.models import ToolCall, ToolResult
-from runtime.tools.validation import MAX_ITEMS, json_shape
 
 # Larger argument texts, and those with more items than validation takes,
 # are fingerprinted as raw text (validation refuses them anyway); below that
