@@ -26,14 +26,6 @@ from typing import Any
 
 from runtime.agent.protocol import RELAY_PORT
 from runtime.config import Config
-from runtime.egress.paths import (
-    egress_enabled,
-    relay_dirs,
-    remove_relay_dir,
-    socket_path,
-    socket_path_problem,
-    socket_root,
-)
 from runtime.egress.proxy import (
     EgressEvent,
     EventSink,
@@ -50,6 +42,14 @@ from runtime.policy.hosts import (
     clamp_cap,
     outside,
     parse_patterns,
+)
+from runtime.sandbox.relay_dirs import (
+    egress_enabled,
+    relay_dirs,
+    remove_relay_dir,
+    socket_path,
+    socket_path_problem,
+    socket_root,
 )
 
 log = logging.getLogger(__name__)

@@ -26,7 +26,6 @@ from docker.types import LogConfig
 from runtime.agent.protocol import RELAY_DIR
 from runtime.config import Config, Limits
 from runtime.constants import SANDBOX_GID, SANDBOX_UID, TMP, WORKSPACE
-from runtime.egress.paths import egress_enabled, make_relay_dir, remove_relay_dir
 from runtime.errors import BadRequest, EngineUnavailable
 from runtime.sandbox.agent_client import AgentClient
 from runtime.sandbox.backend import (
@@ -54,6 +53,7 @@ from runtime.sandbox.docker.errors import (
 )
 from runtime.sandbox.docker.stats import container_usage, engine_info
 from runtime.sandbox.framing import AgentConnection
+from runtime.sandbox.relay_dirs import egress_enabled, make_relay_dir, remove_relay_dir
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
