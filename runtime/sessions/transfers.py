@@ -24,15 +24,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Iterator
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from runtime.constants import WORKSPACE, WRITABLE_AREAS
 from runtime.errors import BadRequest, SessionUnusable, ToolFailure
 from runtime.policy.allowlist import is_within, normalize
 from runtime.sessions.session import Session
-
-if TYPE_CHECKING:
-    from runtime.sessions.manager import SessionManager
 
 # Transfers moving data at once, each holding a window of chunks
 # (protocol.WINDOW_CHUNKS of protocol.CHUNK_BYTES) and one client message.
@@ -40,6 +37,15 @@ MAX_STREAMING = 16
 # Where a sandbox keeps anything worth moving: its writable filesystems (and
 # not, say, /proc, whose files never end).
 TRANSFER_AREAS = WRITABLE_AREAS
+
+
+class SessionManager(Protocol):
+    """What transfers need of the session manager (which seeds a new
+    session's workspace with `upload_tar`, so it is not imported here)."""
+
+    async def lookup(self, tenant: str, session_id: str) -> Session: ...
+
+    async def lose(self, session: Session, reason: str) -> None: ...
 
 
 @contextlib.contextmanager
