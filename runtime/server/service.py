@@ -24,7 +24,6 @@ from runtime.errors import AuditUnavailable
 from runtime.models import ToolResult
 from runtime.server import convert
 from runtime.server.auth import principal_of
-from runtime.state.sessions import SessionRecord
 
 
 async def _not_yet(context: grpc.aio.ServicerContext, name: str) -> None:
@@ -70,10 +69,8 @@ class ToolRuntimeService(pb_grpc.ToolRuntimeServicer):
     async def GetSession(
         self, request: pb.GetSessionRequest, context: grpc.aio.ServicerContext
     ) -> pb.Session:
-        found = await self._manager.describe(principal_of(context).tenant, request.session_id)
-        if isinstance(found, SessionRecord):
-            return convert.record_to_pb(found)
-        return convert.session_to_pb(found)
+        info = await self._manager.describe(principal_of(context).tenant, request.session_id)
+        return convert.info_to_pb(info)
 
     async def ListSessions(
         self, request: pb.ListSessionsRequest, context: grpc.aio.ServicerContext
