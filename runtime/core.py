@@ -25,10 +25,11 @@ from runtime.sessions.reaper import Reaper
 from runtime.sessions.session import Session
 from runtime.sessions.transfers import Transfers
 from runtime.snapshots.service import Snapshots
+from runtime.snapshots.store import COMPONENT as SNAPSHOTS
 from runtime.snapshots.store import SnapshotStore
 from runtime.snapshots.workspace_diff import WORKSPACE_DIFF
-from runtime.state.db import default_state_dir
-from runtime.state.durable import Durable
+from runtime.state.db import StateDB, default_state_dir
+from runtime.state.durable import COMPONENTS, Durable
 from runtime.tools.registry import TOOLS, Registry
 
 
@@ -95,7 +96,12 @@ def build_core(
     # First: a refused secrets_file or state database stops the start
     # before anything else is opened.
     secrets = load_secrets(config.secrets_file)
-    durable = Durable.open(config)
+    # state_dir is resolved here only, and its database opened once: one
+    # connection, shared by the durable sessions and the snapshot store
+    # (both serialise on its lock; see state/db.py).
+    state_dir = config.state_dir or default_state_dir(config.instance)
+    db = StateDB.open(state_dir, [*COMPONENTS, SNAPSHOTS])
+    durable = Durable(db, config)
     if backend is None:
         # Imported here: the Docker SDK is heavy and fronts given a backend never need it.
         from runtime.sandbox.docker.backend import DockerBackend
@@ -126,9 +132,7 @@ def build_core(
         lambda: len(manager.live_sessions()), lambda: manager.pool.ready() if manager.pool else 0
     )
     reaper = Reaper(manager.live_sessions, manager.expire, config.reaper_interval_s)
-    store = SnapshotStore(
-        config.state_dir or default_state_dir(config.instance), config.snapshot_ttl_seconds
-    )
+    store = SnapshotStore(state_dir, config.snapshot_ttl_seconds, db)
     snapshots = Snapshots(config, manager, store)
     calls = Calls(config, manager, registry, obs, snapshots)
     transfers = Transfers(manager)

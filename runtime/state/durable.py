@@ -20,20 +20,20 @@ from typing import TypeVar
 from runtime.config import Config
 from runtime.errors import StateUnavailable
 from runtime.models import ToolResult
-from runtime.state.db import StateDB, default_state_dir
+from runtime.state.db import StateDB
 from runtime.state.journal_store import JOURNAL, JournalRow, JournalStore
 from runtime.state.sessions import SESSIONS, SessionRecord, SessionStore
 
 log = logging.getLogger(__name__)
+# The schemas of the tables behind `Durable`.
+COMPONENTS = (SESSIONS, JOURNAL)
 T = TypeVar("T")
 
 
-def state_dir_of(config: Config) -> str:
-    return config.state_dir or default_state_dir(config.instance)
-
-
 class Durable:
-    """Async access to the sessions and journal tables of one StateDB."""
+    """Async access to the sessions and journal tables of one StateDB (the
+    composition root opens it with `COMPONENTS` among its schemas; closing
+    this closes it)."""
 
     def __init__(self, db: StateDB, config: Config) -> None:
         self.db = db
@@ -44,11 +44,6 @@ class Durable:
         # Why the latest write failed ("" once one succeeds again): while set,
         # every call is recorded as started first, so none runs unrecorded.
         self.broken = ""
-
-    @classmethod
-    def open(cls, config: Config) -> Durable:
-        """Open (and migrate) the database; StateError stops the start-up."""
-        return cls(StateDB.open(state_dir_of(config), [SESSIONS, JOURNAL]), config)
 
     @property
     def path(self) -> str:
