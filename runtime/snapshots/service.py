@@ -35,13 +35,11 @@ from runtime.sessions.transfers import as_request_errors, session_activity
 from runtime.snapshots.archive import area_name, capture, restore_chunks
 from runtime.snapshots.store import FORK, START, USER, Entry, Snapshot, SnapshotStore, new_id
 from runtime.state.db import StateError
-from runtime.tools.shell_state import STATE_KEY, ShellState
+from runtime.tools.shell_state import ShellState
 
 log = logging.getLogger(__name__)
 
 MAX_FORKS = 16
-# Where a session keeps the id of its start snapshot ("" for an empty workspace).
-START_KEY = "snapshots.start"
 # Slack over the areas' limits for tar headers in an archive's byte cap.
 ARCHIVE_SLACK = 16 << 20
 
@@ -118,7 +116,7 @@ class Snapshots:
     async def started(self, session: Session, seeded: bool) -> None:
         """Record what the new session's workspace holds: nothing (free), or,
         when an archive seeded it, a snapshot of it (deduplicated)."""
-        session.tool_state[START_KEY] = ""
+        session.tool_state.start_snapshot = ""
         if not seeded:
             return  # (and the store is not even opened)
         try:
@@ -126,9 +124,9 @@ class Snapshots:
                 start = await self._take(session, "", False, START)
         except Exception as exc:  # noqa: BLE001 - workspace_diff says so; the session is fine
             log.warning("session %s: no start snapshot (%s)", session.id, exc)
-            session.tool_state[START_KEY] = None
+            session.tool_state.start_snapshot = None
             return
-        session.tool_state[START_KEY] = start.id
+        session.tool_state.start_snapshot = start.id
 
     async def baseline(
         self, session: Session, since: str
@@ -136,7 +134,7 @@ class Snapshots:
         """The workspace entries `since` ("start" or a snapshot id of the
         session's tenant), and a reader of their blobs."""
         if since == "start":
-            start = session.tool_state.get(START_KEY, "")
+            start = session.tool_state.start_snapshot
             if start is None:
                 msg = "this session's start was not recorded; pass a snapshot id as since"
                 raise BadRequest(msg)
@@ -208,7 +206,7 @@ class Snapshots:
                 async with contextlib.aclosing(chunks):
                     await session.sandbox.agent.extract(path, chunks, restore=True)
         shell = snapshot.source.get("shell", {})
-        session.tool_state[STATE_KEY] = ShellState(
+        session.tool_state.shell = ShellState(
             cwd=shell.get("cwd", WORKSPACE),
             env_set=dict(shell.get("env_set", {})),
             env_unset=set(shell.get("env_unset", [])),
@@ -235,7 +233,7 @@ class Snapshots:
                 await self._purge_orphans()
                 start = self._new(session, "", START, entries, snapshot.source)
                 await asyncio.to_thread(self.store.copy, start, entries)
-            session.tool_state[START_KEY] = start.id
+            session.tool_state.start_snapshot = start.id
         except BaseException:
             with contextlib.suppress(Exception):
                 await self._manager.close(tenant, session.id)
@@ -323,9 +321,7 @@ def _check_fits(snapshot: Snapshot, entries: list[Entry], limits: Limits) -> Non
 
 def _source_of(session: Session, include_tmp: bool) -> dict[str, Any]:
     """What a fork needs of the session: its settings and shell state."""
-    shell = session.tool_state.get(STATE_KEY)
-    if not isinstance(shell, ShellState):
-        shell = ShellState()
+    shell = session.tool_state.shell
     proxy = proxy_env() if session.network.enabled else {}
     return {
         "include_tmp": include_tmp,

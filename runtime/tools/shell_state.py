@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from runtime.agent import protocol
 from runtime.constants import WORKSPACE
 from runtime.policy.allowlist import PathPolicy
-from runtime.tools.base import ToolContext
 
 HOME = WORKSPACE
 STATE_KEY = "shell"
@@ -33,13 +32,6 @@ class ShellState:
     # Exports made with persist_env, and variables it unset.
     env_set: dict[str, str] = field(default_factory=dict)
     env_unset: set[str] = field(default_factory=set)
-
-    @classmethod
-    def of(cls, ctx: ToolContext) -> ShellState:
-        state = ctx.state.get(STATE_KEY)
-        if not isinstance(state, ShellState):
-            state = ctx.state[STATE_KEY] = ShellState()
-        return state
 
     def environment(self, base: dict[str, str]) -> dict[str, str]:
         env = {k: v for k, v in base.items() if k not in self.env_unset}
@@ -99,11 +91,21 @@ class ShellState:
         return note
 
 
-def dump_tool_state(state: dict[str, object]) -> dict[str, object]:
+@dataclass
+class ToolState:
+    """What a session's tools keep between its calls."""
+
+    # The shell's directory and exports (the shell tool's).
+    shell: ShellState = field(default_factory=ShellState)
+    # workspace_diff's "start": the id of the snapshot of the workspace an
+    # archive seeded, "" for an empty one, None when it could not be taken
+    # (snapshots.service writes it).
+    start_snapshot: str | None = ""
+
+
+def dump_tool_state(state: ToolState) -> dict[str, object]:
     """A session's tool state as JSON data (what the state database keeps)."""
-    shell = state.get(STATE_KEY)
-    if not isinstance(shell, ShellState):
-        return {}
+    shell = state.shell
     return {
         STATE_KEY: {
             "cwd": shell.cwd,
@@ -113,15 +115,15 @@ def dump_tool_state(state: dict[str, object]) -> dict[str, object]:
     }
 
 
-def load_tool_state(data: dict[str, object]) -> dict[str, object]:
+def load_tool_state(data: dict[str, object]) -> ToolState:
     """`dump_tool_state` undone (a re-adopted session's shell goes on where it was)."""
     shell = data.get(STATE_KEY)
     if not isinstance(shell, dict):
-        return {}
-    return {
-        STATE_KEY: ShellState(
+        return ToolState()
+    return ToolState(
+        ShellState(
             cwd=str(shell.get("cwd") or HOME),
             env_set={str(k): str(v) for k, v in dict(shell.get("env_set") or {}).items()},
             env_unset={str(k) for k in list(shell.get("env_unset") or [])},
         )
-    }
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -205,3 +206,13 @@ def test_exports_that_run_code_at_shell_start_are_not_kept():
     assert state.env_set == {"OK": "1"}
     assert note is not None
     assert "BASH_ENV, SHELLOPTS, function f" in note or "BASH_ENV" in note and "function f" in note
+
+
+def test_the_shell_state_a_session_keeps_survives_its_record():
+    from runtime.tools.shell_state import ToolState, dump_tool_state, load_tool_state
+
+    kept = ToolState(ShellState("/workspace/src", {"A": "1"}, {"HOME"}), start_snapshot="snap_x")
+    again = load_tool_state(json.loads(json.dumps(dump_tool_state(kept))))
+    assert again.shell == kept.shell
+    # The start snapshot is the snapshots' own (not in the session's record).
+    assert load_tool_state({}) == ToolState()
