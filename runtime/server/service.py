@@ -26,12 +26,6 @@ from runtime.server import convert
 from runtime.server.auth import principal_of
 
 
-async def _not_yet(context: grpc.aio.ServicerContext, name: str) -> None:
-    await context.abort(
-        grpc.StatusCode.UNIMPLEMENTED, f"{name} is not available in this version of toolrt"
-    )
-
-
 class ToolRuntimeService(pb_grpc.ToolRuntimeServicer):
     def __init__(self, core: Core) -> None:
         self._manager = core.manager
