@@ -10,9 +10,9 @@ from runtime.config import Limits
 from runtime.egress.service import NetworkRequest
 from runtime.errors import BadRequest
 from runtime.models import ToolCall, ToolResult
-from runtime.policy.allowlist import PathPolicy
+from runtime.policy.allowlist import Allowlist, PathPolicy
 from runtime.sessions.manager import SessionRequest
-from runtime.sessions.session import Allowlist, Session
+from runtime.sessions.session import Session
 from runtime.sessions.views import SessionInfo, info_of
 from runtime.snapshots.store import Snapshot
 

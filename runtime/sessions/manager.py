@@ -35,7 +35,7 @@ from runtime.errors import (
     ToolFailure,
 )
 from runtime.observability.metrics import SOURCE_COLD, SOURCE_POOL, Metrics
-from runtime.policy.allowlist import PathPolicy, session_policy
+from runtime.policy.allowlist import Allowlist, PathPolicy, session_policy
 from runtime.policy.hosts import NetworkPolicy
 from runtime.sandbox.backend import Sandbox, SandboxBackend, SandboxSpec
 from runtime.sessions.admission import available_memory, check_memory
@@ -46,7 +46,7 @@ from runtime.sessions.quotas import TenantQuotas
 from runtime.sessions.reaper import Expiry, clamp_window
 from runtime.sessions.records import record_of
 from runtime.sessions.restarts import RestartOps
-from runtime.sessions.session import CLOSED, CLOSING, READY, Allowlist, Session
+from runtime.sessions.session import CLOSED, CLOSING, READY, Session
 from runtime.sessions.transfers import upload_tar
 from runtime.state.durable import Durable
 from runtime.state.sessions import (

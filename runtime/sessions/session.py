@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 
 from runtime.agent.redact import Redactor
 from runtime.config import Limits
-from runtime.constants import WORKSPACE
 from runtime.policy.allowlist import PathPolicy
 from runtime.policy.hosts import NetworkPolicy
 from runtime.sandbox.backend import Sandbox
@@ -20,13 +19,6 @@ from runtime.tools.shell_state import ToolState
 READY = "ready"
 CLOSING = "closing"
 CLOSED = "closed"
-
-
-@dataclass
-class Allowlist:
-    read_roots: list[str] = field(default_factory=lambda: [WORKSPACE])
-    write_roots: list[str] = field(default_factory=lambda: [WORKSPACE])
-    deny_globs: list[str] = field(default_factory=list)
 
 
 @dataclass

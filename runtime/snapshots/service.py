@@ -29,8 +29,9 @@ from runtime.constants import TMP, WORKSPACE
 from runtime.egress.service import NetworkRequest, proxy_env
 from runtime.errors import AdmissionRefused, BadRequest, EngineUnavailable
 from runtime.observability.metrics import SOURCE_FORK, SOURCE_SNAPSHOT
+from runtime.policy.allowlist import Allowlist
 from runtime.sessions.manager import SessionManager, SessionRequest
-from runtime.sessions.session import Allowlist, Session
+from runtime.sessions.session import Session
 from runtime.sessions.transfers import as_request_errors, session_activity
 from runtime.snapshots.archive import area_name, capture, restore_chunks
 from runtime.snapshots.store import FORK, START, USER, Entry, Snapshot, SnapshotStore, new_id

@@ -13,9 +13,10 @@ from runtime.cli import build_parser
 from runtime.cli.options import parse_size, serve_overrides, session_fields
 from runtime.config import Config, Limits, PoolProfile, TenantQuota, load_config
 from runtime.errors import AdmissionRefused
+from runtime.policy.allowlist import PathPolicy
 from runtime.sessions.admission import check_memory
 from runtime.sessions.reaper import clamp_window, expiry_of
-from runtime.sessions.session import CLOSING, Allowlist, Session
+from runtime.sessions.session import CLOSING, Session
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "toolrt.example.toml"
 
@@ -183,7 +184,7 @@ def make_session(**fields) -> Session:
         "tenant": "default",
         "image": "img",
         "limits": Limits(),
-        "allowlist": Allowlist(),
+        "allowlist": PathPolicy(),
         "env": {},
         "labels": {},
         "sandbox": None,
