@@ -10,9 +10,9 @@ from runtime.agent import protocol, records
 from runtime.constants import WORKSPACE
 from runtime.errors import CallTimeout, FileMissing, InvalidArguments, LimitExceeded, PathDenied
 from runtime.tools.base import Tool, ToolContext
-from runtime.tools.files import checked_path
 from runtime.tools.network import NO_NETWORK_SHELL
 from runtime.tools.output import render_stream
+from runtime.tools.paths import checked_path
 from runtime.tools.shell_state import HOME
 from runtime.tools.validation import command_too_long, env_problem, no_nul
 
