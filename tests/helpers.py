@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import io
 import os
 import socket
@@ -13,6 +14,7 @@ import tarfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import docker
@@ -261,3 +263,31 @@ def toolrt(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
         timeout=60,
         check=False,
     )
+
+
+# -- a checkout as a user gets it -------------------------------------------------
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def copy_tracked_tree(dest: Path) -> None:
+    """What a fresh clone holds (the floors check's copy: no stale build/ inside)."""
+    path = ROOT / "scripts" / "check_floors.py"
+    spec = importlib.util.spec_from_file_location("check_floors", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.copy_tracked_tree(dest)
+
+
+def run(*command: str | Path, cwd: Path, env: dict[str, str] | None = None, timeout: float = 300):
+    done = subprocess.run(
+        [str(c) for c in command],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    assert done.returncode == 0, f"{command}: {done.stdout[-2000:]}{done.stderr[-2000:]}"
+    return done

@@ -189,3 +189,18 @@ def test_imports_inside_functions_and_relative_ones_are_seen():
         "runtime.server.interceptor",
         "runtime.tools.validation",
     }
+
+
+def test_no_test_module_imports_another():
+    # Shared helpers go to tests/helpers.py (or fuzzing.py, checks.py): a test
+    # module imported by another runs its module-level code, and its tests
+    # are collected in two places when imported with a star.
+    tests = RUNTIME.parent / "tests"
+    found = sorted(
+        f"{path.relative_to(tests.parent)} -> {node.module}"
+        for path in tests.rglob("test_*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ImportFrom)
+        and (node.module or "").rpartition(".")[2].startswith("test_")
+    )
+    assert not found, "\n".join(found)
