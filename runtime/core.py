@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from runtime.admin import Admin
 from runtime.audit import DAEMON, AuditLog
+from runtime.clock import REAL_CLOCK, Clock
 from runtime.config import Config
 from runtime.egress.proxy import EgressEvent
 from runtime.egress.service import Egress
@@ -90,9 +91,13 @@ def default_registry() -> Registry:
 
 
 def build_core(
-    config: Config, backend: SandboxBackend | None = None, registry: Registry | None = None
+    config: Config,
+    backend: SandboxBackend | None = None,
+    registry: Registry | None = None,
+    clock: Clock = REAL_CLOCK,
 ) -> Core:
-    """The core on `backend` (default: the Docker engine) with `registry`'s tools."""
+    """The core on `backend` (default: the Docker engine) with `registry`'s
+    tools; `clock` times call rates and the pool's demand (tests move it)."""
     # First: a refused secrets_file or state database stops the start
     # before anything else is opened.
     secrets = load_secrets(config.secrets_file)
@@ -127,7 +132,7 @@ def build_core(
             audit.network(owners.get(event.session_id, ""), event)
 
     egress.on_event = network_event
-    manager = SessionManager(config, backend, ended, secrets, egress, obs.metrics, durable)
+    manager = SessionManager(config, backend, ended, secrets, egress, obs.metrics, durable, clock)
     obs.metrics.watch(
         lambda: len(manager.live_sessions()), lambda: manager.pool.ready() if manager.pool else 0
     )

@@ -33,6 +33,7 @@ import docker
 import pytest
 
 from runtime.client import Client
+from runtime.clock import REAL_CLOCK, Clock
 from runtime.config import Config, load_config
 from runtime.core import build_core
 from runtime.sandbox.backend import SandboxBackend
@@ -128,7 +129,10 @@ def backend_named(name: str, config: Config) -> SandboxBackend | None:
 
 
 def start_daemon(
-    config: Config, registry: Registry | None = None, backend: SandboxBackend | None = None
+    config: Config,
+    registry: Registry | None = None,
+    backend: SandboxBackend | None = None,
+    clock: Clock = REAL_CLOCK,
 ) -> RunningDaemon:
     loop = asyncio.new_event_loop()
     ready = threading.Event()
@@ -139,7 +143,7 @@ def start_daemon(
 
         async def boot() -> None:
             try:
-                daemon = Daemon(build_core(config, backend=backend, registry=registry))
+                daemon = Daemon(build_core(config, backend, registry, clock))
                 await daemon.start()
                 holder["daemon"] = daemon
             except BaseException as exc:  # noqa: BLE001 - reported to the test
@@ -173,13 +177,16 @@ def make_daemon(request: pytest.FixtureRequest, sandbox_backend: str) -> Iterato
     started: list[tuple[RunningDaemon, str]] = []
 
     def make(
-        registry: Registry | None = None, backend: str | None = None, **overrides: Any
+        registry: Registry | None = None,
+        backend: str | None = None,
+        clock: Clock = REAL_CLOCK,
+        **overrides: Any,
     ) -> RunningDaemon:
         name = backend or sandbox_backend
         if name == "docker":
             request.getfixturevalue("docker_client")  # fails the test without an engine
         config = config_for_test(**overrides)
-        running = start_daemon(config, registry, backend_named(name, config))
+        running = start_daemon(config, registry, backend_named(name, config), clock)
         started.append((running, name))
         return running
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from runtime.agent.redact import Redactor
+from runtime.clock import REAL_CLOCK, Clock
 from runtime.config import Config, Limits, tmpfs_overflow
 from runtime.constants import WORKSPACE
 from runtime.egress.service import Egress, NetworkRequest, proxy_env
@@ -101,6 +102,7 @@ class SessionManager(RestartOps):
         egress: Egress | None = None,
         metrics: Metrics | None = None,
         durable: Durable | None = None,
+        clock: Clock = REAL_CLOCK,
     ) -> None:
         self._config = config
         # Sessions and journals on disk (None: in memory only, gone with the process).
@@ -112,7 +114,7 @@ class SessionManager(RestartOps):
         # Told of every session the daemon ends itself (TTL, idle, a lost
         # sandbox, shutdown) with the reason; CloseSession's caller knows already.
         self._on_ended = on_ended or (lambda session, reason: None)
-        self.quotas = TenantQuotas(config)
+        self.quotas = TenantQuotas(config, clock)
         self.egress = egress or Egress(config)
         self._sessions: dict[str, Session] = {}
         # Sessions closed lately, as their records (GetSession, CloseSession
@@ -131,7 +133,9 @@ class SessionManager(RestartOps):
         self._reap_lock = asyncio.Lock()
         self._pool: WarmPool | None = None
         if config.pool_size:
-            self._pool = WarmPool(config, backend, self._ensure_reaped, self._has_room)
+            self._pool = WarmPool(
+                config, backend, self._ensure_reaped, self._has_room, clock.monotonic
+            )
 
     async def start(self) -> None:
         if self._durable is not None:
