@@ -338,7 +338,7 @@ class FakeChannel:
         return protocol.Transferred(files=files, bytes=size)
 
 
-class FakeBackend:
+class FakeBackend(SandboxBackend):
     """Sandboxes that live in this process; see the module docstring."""
 
     def __init__(self) -> None:

@@ -81,7 +81,7 @@ def docker_socket_path(config: Config) -> str:
     return parsed.path
 
 
-class DockerBackend:
+class DockerBackend(SandboxBackend):
     def __init__(self, config: Config) -> None:
         if egress_enabled(config) and os.geteuid() != 0:
             msg = (
