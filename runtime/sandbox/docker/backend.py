@@ -20,7 +20,6 @@ from typing import Any, TypeVar
 from urllib.parse import urlparse
 
 import docker
-from docker.models.containers import _create_container_args
 from docker.types import LogConfig
 
 from runtime.agent.protocol import RELAY_DIR
@@ -51,6 +50,7 @@ from runtime.sandbox.docker.errors import (
     require_engine_socket,
     tolerate_gone,
 )
+from runtime.sandbox.docker.sdk import create_config, post_json
 from runtime.sandbox.docker.stats import container_usage, engine_info
 from runtime.sandbox.framing import AgentConnection
 from runtime.sandbox.relay_dirs import egress_enabled, make_relay_dir, remove_relay_dir
@@ -187,9 +187,7 @@ class DockerBackend(SandboxBackend):
             kwargs["volumes"][relay] = {"bind": RELAY_DIR, "mode": "ro"}
         try:
             api = self._docker().api
-            args = _create_container_args({**kwargs, "version": api._version})
-            name = args.pop("name")
-            config = api.create_container_config(**args)
+            name, config = create_config(api, kwargs)
             # docker-py closes stdin when the attach ends (StdinOnce): the
             # agent must outlive its daemon, and a new daemon attach again.
             config["StdinOnce"] = False
@@ -307,8 +305,7 @@ class DockerBackend(SandboxBackend):
             "NanoCpus": int(limits.cpus * 1e9),
             "PidsLimit": limits.pids,
         }
-        url = api._url("/containers/{0}/update", container_name(session_id))
-        api._result(api._post_json(url, data=data), json=True)
+        post_json(api, "/containers/{0}/update", container_name(session_id), data=data)
 
     async def update_limits(self, sandbox_id: str, limits: Limits) -> None:
         """Set memory, cpus and pids of a live sandbox (a claimed warm one)."""
