@@ -215,6 +215,7 @@ REQUEST_ERRORS: tuple[type[RequestError], ...] = (
     SessionUnusable,
     AdmissionRefused,
     RateLimited,
+    SnapshotRefused,
     EngineUnavailable,
     AuditUnavailable,
     StateUnavailable,
