@@ -112,6 +112,8 @@ def test_a_tenant_filling_its_share_of_the_state_disk_leaves_another_served(make
                 assert out(seeded, "wc -c < big") == "3000000\n"
         with bob.session() as theirs:
             assert out(theirs, "echo served") == "served\n"
+            assert theirs.upload(make_tar(("up.txt", "file", b"up"))) == (1, 2)
+            assert b"up" in theirs.download(["/workspace/up.txt"])
             out(theirs, "head -c 2500000 /dev/urandom > mine")
             assert theirs.snapshot().bytes == 2500000
     metrics = daemon.daemon.core.obs.metrics
