@@ -115,11 +115,11 @@ def test_a_tenant_filling_its_share_of_the_state_disk_leaves_another_served(make
             assert theirs.upload(make_tar(("up.txt", "file", b"up"))) == (1, 2)
             assert b"up" in theirs.download(["/workspace/up.txt"])
             out(theirs, "head -c 2500000 /dev/urandom > mine")
-            assert theirs.snapshot().bytes == 2500000
+            assert theirs.snapshot().bytes == 2500002  # with up.txt
     metrics = daemon.daemon.core.obs.metrics
     refused = metrics.totals(metrics.snapshot_refusals, "quota")
     assert refused == {"snapshot_share": 3.0}
     store = daemon.daemon.core.snapshots.store
-    assert store.usage("alice") == 2500000 and store.usage("bob") == 2500000
+    assert store.usage("alice") == 2500000 and store.usage("bob") == 2500002
     assert store.listed("alice", FORK) == []
-    assert len(blobs(state)) == 2
+    assert len(blobs(state)) == 3
