@@ -21,6 +21,7 @@ import errno
 import logging
 import sqlite3
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -317,7 +318,7 @@ class Snapshots:
         if bool(session_id) == bool(snapshot_id):
             msg = "name exactly one of session_id (a live session) and snapshot_id"
             raise BadRequest(msg)
-        fork_id = new_id()
+        fork_id = "fork_" + uuid.uuid4().hex
         with _stored():
             # Before anything is made: a restart after a crash undoes what was.
             await asyncio.to_thread(self.store.fork_started, fork_id, tenant)

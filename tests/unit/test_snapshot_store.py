@@ -217,7 +217,7 @@ def test_one_tenant_holds_at_most_its_share_without_any_tenant_table(tmp_path, m
 def test_an_unfinished_fork_is_forgotten_with_its_snapshots(store):
     from runtime.snapshots.store import FORK, START
 
-    store.fork_started("snap_fork1", "t")
+    store.fork_started("fork_1", "t")
     transient = take(store, "t", {"a": b"transient"})
     store._db.conn.execute("UPDATE snapshots SET kind = ? WHERE id = ?", (FORK, transient.id))
     made = take(store, "t", {"a": b"transient"})
@@ -225,8 +225,8 @@ def test_an_unfinished_fork_is_forgotten_with_its_snapshots(store):
         "UPDATE snapshots SET kind = ?, session_id = 'made' WHERE id = ?", (START, made.id)
     )
     kept = take(store, "t", {"b": b"user's"})
-    assert store.unfinished_forks() == {"snap_fork1"}
-    store.forget_forks({"snap_fork1"}, {"made"})
+    assert store.unfinished_forks() == {"fork_1"}
+    store.forget_forks({"fork_1"}, {"made"})
     assert store.unfinished_forks() == set()
     assert store.usage("t") == len(b"user's")
     assert [s.id for s in store.listed("t")] == [kept.id]
