@@ -66,6 +66,8 @@ class Core:
         in-process MCP front: one session for the life of its connection).
         """
         self.obs.start()
+        # First: the sessions of a fork a crash cut short are not re-adopted.
+        await self.snapshots.start()
         await self.manager.start()
         if reap_expired:
             self.reaper.start()
@@ -75,6 +77,7 @@ class Core:
         leaves the sessions running for the next start; "close" answers them
         SANDBOX_LOST and closes every session. Then release the backend."""
         await self.reaper.stop()
+        await self.snapshots.stop()
         try:
             await self.manager.shutdown(keep=self.config.shutdown == "keep")
         finally:
@@ -137,8 +140,14 @@ def build_core(
         lambda: len(manager.live_sessions()), lambda: manager.pool.ready() if manager.pool else 0
     )
     reaper = Reaper(manager.live_sessions, manager.expire, config.reaper_interval_s)
-    store = SnapshotStore(state_dir, config.snapshot_ttl_seconds, db)
-    snapshots = Snapshots(config, manager, store)
+    store = SnapshotStore(
+        state_dir,
+        config.snapshot_ttl_seconds,
+        db,
+        reserve_bytes=config.state_reserve_bytes,
+        share=config.snapshot_share,
+    )
+    snapshots = Snapshots(config, manager, store, obs.metrics, durable)
     calls = Calls(config, manager, registry, obs, snapshots)
     transfers = Transfers(manager)
     admin = Admin(config, backend, manager, obs)

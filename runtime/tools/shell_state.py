@@ -101,6 +101,8 @@ class ToolState:
     # archive seeded, "" for an empty one, None when it could not be taken
     # (snapshots.service writes it).
     start_snapshot: str | None = ""
+    # Why it could not be taken (when `start_snapshot` is None).
+    start_why: str = ""
 
 
 def dump_tool_state(state: ToolState) -> dict[str, object]:
