@@ -272,6 +272,44 @@ class NetworkConfig(BaseModel):
         return pins
 
 
+class SharesConfig(BaseModel):
+    """What one tenant (or one session) may hold of what every tenant shares.
+
+    Protection, not quotas: they apply whether or not `[tenants]` tables
+    exist. Filling a share refuses that tenant (RESOURCE_EXHAUSTED naming the
+    key) while the others keep being served; each refusal is counted in
+    `toolrt_share_refusals_total{share}`.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    transfers: int = Field(16, ge=1)
+    """Uploads and downloads moving data at once, daemon-wide (each holds a
+    window of chunks in the daemon); more wait for a slot."""
+    transfers_per_tenant: int = Field(4, ge=1)
+    """Of those, what one tenant may hold or wait for at once; one more is
+    RESOURCE_EXHAUSTED."""
+    transfer_idle_s: float = Field(30.0, gt=0)
+    """An upload whose client sends nothing, or a download whose client
+    takes nothing, for this long loses its slot and ends RESOURCE_EXHAUSTED."""
+    audit_network_records: int = Field(60, ge=1)
+    """`network` audit records one session writes per minute. Repeats of a
+    host, port and decision are counted into one record at the minute's end;
+    beyond this many records, the rest of the minute is one summary line."""
+    audit_pending_bytes: int = Field(16 * MiB, ge=64 * 1024)
+    """Memory of audit records waiting while the log cannot be written;
+    beyond it the oldest are dropped (and the drop is logged)."""
+    proxy_connections: int = Field(1024, ge=1)
+    """Egress proxy connections open at once, daemon-wide (each holds two
+    file descriptors); never more than the descriptors left above `fd_reserve`."""
+    proxy_connections_per_tenant: int = Field(256, ge=1)
+    """Of those, what the sessions of one tenant may hold together."""
+    fd_reserve: int = Field(256, ge=16)
+    """File descriptors (of RLIMIT_NOFILE) kept for the daemon's own work
+    (sessions, the state database, the audit log, RPCs): proxy connections
+    are refused rather than eat into them."""
+
+
 class Config(BaseModel):
     """Everything the daemon can be told; defaults are production-sane."""
 
@@ -407,6 +445,9 @@ class Config(BaseModel):
     """Python logging level of the daemon."""
     network: NetworkConfig = Field(default_factory=lambda: NetworkConfig())
     """Network egress through the daemon's proxy (none unless `allow_max` is set)."""
+    shares: SharesConfig = Field(default_factory=lambda: SharesConfig())
+    """What one tenant may hold of what all share (transfer slots, audit
+    records, proxy connections, file descriptors), with or without `[tenants]`."""
     log_format: Literal["text", "json"] = "text"
     """`text` for terminals, `json` for machines: one object per line with
     `ts`, `level`, `logger`, `message`, and `session_id`/`call_id` where

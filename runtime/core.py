@@ -23,6 +23,7 @@ from runtime.sessions.calls import Calls
 from runtime.sessions.manager import SessionManager
 from runtime.sessions.reaper import Reaper
 from runtime.sessions.session import Session
+from runtime.sessions.slots import TransferSlots
 from runtime.sessions.transfers import Transfers
 from runtime.snapshots.service import Snapshots
 from runtime.snapshots.store import SnapshotStore
@@ -125,7 +126,7 @@ def build_core(
     )
     snapshots = Snapshots(config, manager, store)
     calls = Calls(config, manager, registry, obs, snapshots)
-    transfers = Transfers(manager)
+    transfers = Transfers(manager, TransferSlots(config.shares, obs.metrics.share_refused))
     admin = Admin(config, backend, manager, obs)
     return Core(
         config,

@@ -21,7 +21,8 @@
         ├── BadRequest           INVALID_ARGUMENT
         ├── SessionUnusable      FAILED_PRECONDITION
         ├── AdmissionRefused     RESOURCE_EXHAUSTED
-        │   └── RateLimited      RESOURCE_EXHAUSTED (the wait in the message)
+        │   ├── RateLimited      RESOURCE_EXHAUSTED (the wait in the message)
+        │   └── ShareExhausted   RESOURCE_EXHAUSTED (a tenant's share of a shared resource)
         ├── EngineUnavailable    UNAVAILABLE
         ├── AuditUnavailable     UNAVAILABLE (the audit log cannot be written)
         ├── StateUnavailable     UNAVAILABLE (the state database cannot be written)
@@ -172,6 +173,15 @@ class RateLimited(AdmissionRefused):
         self.retry_after_s = retry_after_s
 
 
+class ShareExhausted(AdmissionRefused):
+    """A tenant (or session) holds its share of what every tenant shares
+    (`[shares]`); `share` names it in `toolrt_share_refusals_total{share}`."""
+
+    def __init__(self, message: str, share: str) -> None:
+        super().__init__(message)
+        self.share = share
+
+
 class EngineUnavailable(RequestError):
     status = grpc.StatusCode.UNAVAILABLE
 
@@ -205,6 +215,7 @@ REQUEST_ERRORS: tuple[type[RequestError], ...] = (
     SessionUnusable,
     AdmissionRefused,
     RateLimited,
+    ShareExhausted,
     EngineUnavailable,
     AuditUnavailable,
     StateUnavailable,

@@ -1,7 +1,7 @@
 """Prometheus metrics: the names DESIGN fixes, in a registry of each daemon's own.
 
 Labels stay low-cardinality: a tool name (`unknown` outside the catalog),
-an error code, a creation source, a close reason, an egress decision —
+an error code, a creation source, a close reason, an egress decision, a share —
 never a session or call id, a tenant or an image. The counters are always
 kept (they are cheap, and `AdminStats` reads them); `metrics_listen` only
 decides whether they are also served at `/metrics`.
@@ -80,6 +80,10 @@ class Metrics:
             registry=r,
         )  # fmt: skip
         self.auth_failures = Counter("toolrt_auth_failures", "Refused authentications.", registry=r)
+        self.share_refusals = Counter(
+            "toolrt_share_refusals", "Refusals of a tenant (or session) holding its share of "
+            "a shared resource, by share ([shares] config keys).", ["share"], registry=r,
+        )  # fmt: skip
         for reason in CLOSE_REASONS:
             self.sessions_closed.labels(reason)
         for source in (SOURCE_POOL, SOURCE_COLD):
@@ -104,6 +108,9 @@ class Metrics:
 
     def auth_failed(self) -> None:
         self.auth_failures.inc()
+
+    def share_refused(self, share: str) -> None:
+        self.share_refusals.labels(share).inc()
 
     def egress_connection(self, decision: str) -> None:
         self.egress.labels(decision).inc()
