@@ -7,12 +7,14 @@ session manager itself.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from dataclasses import dataclass
 
 from runtime.admin import Admin
 from runtime.audit import DAEMON, AuditLog
 from runtime.config import Config
+from runtime.descriptors import quiet_exhaustion
 from runtime.egress.proxy import EgressEvent
 from runtime.egress.service import Egress
 from runtime.errors import AuditUnavailable
@@ -64,6 +66,7 @@ class Core:
         in-process MCP front: one session for the life of its connection).
         """
         self.obs.start()
+        quiet_exhaustion(asyncio.get_running_loop())
         await self.manager.start()
         if reap_expired:
             self.reaper.start()
@@ -97,23 +100,27 @@ def build_core(
 
         backend = DockerBackend(config)
     registry = registry or default_registry()
-    audit = AuditLog(config.audit_log)
     obs = Observability(config, registry.names())
+    audit = AuditLog(
+        config.audit_log,
+        network_records=config.shares.audit_network_records,
+        pending_bytes=config.shares.audit_pending_bytes,
+        refused=obs.metrics.share_refused,
+    )
 
     def ended(session: Session, reason: str) -> None:
         # Kept by the audit log until it can be written; nothing to answer here.
         with contextlib.suppress(AuditUnavailable):
             audit.session("session.close", DAEMON, session.id, tenant=session.tenant, reason=reason)
 
-    egress = Egress(config)
+    egress = Egress(config, refused=obs.metrics.share_refused)
 
     def network_event(event: EgressEvent) -> None:
         obs.metrics.egress_connection(event.decision)
-        owners = {s.id: s.tenant for s in manager.live_sessions()}
         # A connection outlives no answer: a record the log cannot take is
         # dropped here, and the log refuses the next call until it can write.
         with contextlib.suppress(AuditUnavailable):
-            audit.network(owners.get(event.session_id, ""), event)
+            audit.network(event)
 
     egress.on_event = network_event
     manager = SessionManager(config, backend, ended, secrets, egress, obs.metrics, durable)

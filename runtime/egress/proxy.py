@@ -12,9 +12,12 @@ refused unless the operator pinned the name.
 
 Caps are per session: bytes moved (both directions, all connections) and
 connections open at once; each connection closes after `idle_timeout_s`
-without a byte either way. Refusals are HTTP answers whose text says why;
-the hosts refused and the caps reached are kept for the calls' results
-(`mark`/`report_since`), and every connection ends in one EgressEvent.
+without a byte either way. Connections open at once are also bounded per
+tenant and daemon-wide (`shares.py`); a connection refused by a count is
+answered and closed at once, so a flood of them holds no descriptors.
+Refusals are HTTP answers whose text says why; the hosts refused and the
+caps reached are kept for the calls' results (`mark`/`report_since`), and
+every connection ends in one EgressEvent.
 """
 
 from __future__ import annotations
@@ -52,13 +55,16 @@ from runtime.egress.http import (
     upstream_head,
 )
 from runtime.egress.policy import NetworkPolicy
+from runtime.egress.shares import ConnectionShares
 
 log = logging.getLogger(__name__)
 
 CHUNK = 256 * 1024
-# Connections the kernel queues before the proxy accepts them: a burst from
-# the sandbox is answered (429 beyond the cap), not refused by the kernel.
-BACKLOG = 1024
+# Connections the kernel queues before the proxy accepts them; asyncio also
+# accepts up to this many at once before any is judged, so it bounds a
+# burst's descriptors. The relay waits while the queue is full
+# (relay_server._dial): a burst is answered (429 beyond the cap), not refused.
+BACKLOG = 64
 # After answering a refusal, input is read and dropped this long (and at
 # most this many reads) before closing.
 LINGER_S = 1.0
@@ -92,6 +98,7 @@ class EgressEvent:
     bytes_in: int = 0
     bytes_out: int = 0
     reason: str = ""
+    tenant: str = ""
 
 
 EventSink = Callable[[EgressEvent], None]
@@ -154,12 +161,16 @@ class SessionProxy:
         settings: ProxySettings,
         on_event: EventSink | None = None,
         resolve: Resolver = system_resolve,
+        tenant: str = "",
+        shares: ConnectionShares | None = None,
     ) -> None:
         self.session_id = session_id
         self.policy = policy
         self.settings = settings
         self._on_event = on_event
         self._resolve = resolve
+        self.tenant = tenant
+        self._shares = shares
         self._server: asyncio.AbstractServer | None = None
         self._path = ""
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -224,20 +235,16 @@ class SessionProxy:
         conn = _Conn(last=asyncio.get_running_loop().time())
         decision, reason = MALFORMED_REQUEST, ""
         try:
-            if self.open_connections >= self.policy.max_connections:
+            status, reason = self._count_in()
+            if status:
                 decision = LIMITED
-                reason = (
-                    f"this session already holds its {self.policy.max_connections} proxy "
-                    "connections (network.max_connections); more were refused until some close"
-                )
                 self._note(reason)
-                await self._reply(reader, writer, 429, f"toolrt: {reason}")
+                self._answer_now(writer, status, f"toolrt: {reason}")
                 return
-            self.open_connections += 1
             try:
                 decision, reason = await self._serve(reader, writer, conn)
             finally:
-                self.open_connections -= 1
+                self._count_out()
         except asyncio.CancelledError:
             # The session closed. Not re-raised: this task is the server's
             # callback, whose result asyncio reads (and logs if cancelled).
@@ -247,6 +254,39 @@ class SessionProxy:
             if task is not None:
                 self._tasks.discard(task)
             self._emit(conn, decision, reason)
+
+    def _count_in(self) -> tuple[int, str]:
+        """Count a new connection in: (0, "") or the status and reason it is refused with."""
+        if self.open_connections >= self.policy.max_connections:
+            return 429, (
+                f"this session already holds its {self.policy.max_connections} proxy "
+                "connections (network.max_connections); more were refused until some close"
+            )
+        if self._shares is not None:
+            status, reason = self._shares.admit(self.tenant)
+            if status:
+                return status, reason
+        self.open_connections += 1
+        return 0, ""
+
+    def _count_out(self) -> None:
+        self.open_connections -= 1
+        if self._shares is not None:
+            self._shares.release(self.tenant)
+
+    @staticmethod
+    def _answer_now(writer: asyncio.StreamWriter, status: int, text: str) -> None:
+        """Answer and let the caller close at once (a flood must not hold
+        descriptors), dropping the input that already arrived first: closing
+        with unread input resets the connection, and the answer with it."""
+        writer.write(answer(status, text))
+        sock = writer.get_extra_info("socket")
+        if sock is None:
+            return
+        with contextlib.suppress(OSError):  # BlockingIOError: nothing more yet
+            for _ in range(LINGER_READS):
+                if not os.read(sock.fileno(), CHUNK):
+                    break
 
     async def _reply(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, status: int, text: str
@@ -533,7 +573,14 @@ class SessionProxy:
     # -- reporting ----------------------------------------------------------
     def _emit(self, conn: _Conn, decision: str, reason: str) -> None:
         event = EgressEvent(
-            self.session_id, conn.host, conn.port, decision, conn.bytes_in, conn.bytes_out, reason
+            self.session_id,
+            conn.host,
+            conn.port,
+            decision,
+            conn.bytes_in,
+            conn.bytes_out,
+            reason,
+            self.tenant,
         )
         log.debug(
             "egress session=%s host=%s port=%d decision=%s in=%d out=%d %s",

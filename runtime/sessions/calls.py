@@ -20,12 +20,14 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from runtime.config import Config
+from runtime.descriptors import EXHAUSTION, out_of_descriptors
 from runtime.errors import (
     BadRequest,
     BudgetExhausted,
     DaemonStopping,
     InternalFailure,
     InvalidArguments,
+    LimitExceeded,
     OutcomeUnknown,
     SandboxLost,
     SessionNotFound,
@@ -152,11 +154,8 @@ class Calls:
             result = ToolResult.failed(call.id, failure)
         except DaemonStopping:
             raise  # not an outcome: the next daemon answers the retry
-        except Exception:
-            correlation = uuid.uuid4().hex[:12]
-            log.exception("call %s in session %s failed [%s]", call.id, session.id, correlation)
-            internal = InternalFailure(f"internal error; correlation id {correlation}")
-            result = ToolResult.failed(call.id, internal)
+        except Exception as exc:
+            result = ToolResult.failed(call.id, self._unexpected(session, call, exc))
         duration = int((time.monotonic() - started) * 1000)
         result = ToolResult(result.call_id, result.output, result.error, duration)
         log.info(
@@ -169,6 +168,19 @@ class Calls:
             duration,
         )
         return result
+
+    @staticmethod
+    def _unexpected(session: Session, call: ToolCall, exc: Exception) -> ToolFailure:
+        if out_of_descriptors(exc):
+            # Exhaustion, not a bug: a limit the model can wait out, logged once a minute.
+            EXHAUSTION.note("a tool call", exc)
+            msg = "the daemon is out of file descriptors for the moment; retry shortly"
+            return LimitExceeded(msg)
+        correlation = uuid.uuid4().hex[:12]
+        log.error(
+            "call %s in session %s failed [%s]", call.id, session.id, correlation, exc_info=exc
+        )
+        return InternalFailure(f"internal error; correlation id {correlation}")
 
     def _deliverable(self, output: dict[str, Any]) -> dict[str, Any]:
         """`output` as it can be sent: within the result cap, and valid Unicode

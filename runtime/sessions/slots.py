@@ -19,9 +19,9 @@ from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Callab
 from runtime.config import SharesConfig
 from runtime.errors import ShareExhausted
 
-# `toolrt_share_refusals_total{share}` labels.
-SHARE_TRANSFERS = "transfers"
-SHARE_TRANSFER_IDLE = "transfer_idle"
+# `toolrt_share_refusals_total{share}` labels: the keys refusing.
+SHARE_TRANSFERS = "transfers_per_tenant"
+SHARE_TRANSFER_IDLE = "transfer_idle_s"
 
 
 class Slot:
