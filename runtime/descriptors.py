@@ -112,13 +112,17 @@ EXHAUSTION = ExhaustionLog()
 
 def quiet_exhaustion(loop: asyncio.AbstractEventLoop) -> None:
     """Make the loop report running out of descriptors once a minute: asyncio's
-    servers otherwise log a traceback for every accept refused with EMFILE."""
+    servers otherwise log a traceback for every accept refused with EMFILE,
+    and another for each of the retries it then schedules (one per refused
+    accept) that finds its server closed meanwhile (a session that ended)."""
     previous = loop.get_exception_handler()
 
     def handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         exc = context.get("exception")
         if out_of_descriptors(exc):
             EXHAUSTION.note(str(context.get("message", "the event loop")), exc)
+        elif isinstance(exc, ValueError) and "._start_serving(" in repr(context.get("handle")):
+            log.debug("an accept retried after its server closed: %s", exc)
         elif previous is not None:
             previous(loop, context)
         else:

@@ -133,8 +133,16 @@ class DaemonProcess:
     """`toolrt serve` in a child process, its log in a file."""
 
     def __init__(
-        self, instance: str, port: int, log_path, state_dir=None, shutdown: str = "close"
+        self,
+        instance: str,
+        port: int,
+        log_path,
+        state_dir=None,
+        shutdown: str = "close",
+        config=None,
+        nofile: int | None = None,
     ) -> None:
+        """`config`: a TOML file; `nofile`: the daemon's RLIMIT_NOFILE (soft and hard)."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLRT_")}
         env["TOOLRT_POOL_SIZE"] = "0"  # warm by default; these tests count containers
         env["TOOLRT_STATE_DIR"] = str(state_dir or log_path.parent / "state")
@@ -142,8 +150,11 @@ class DaemonProcess:
         self.target = f"127.0.0.1:{port}"
         self.log_path = log_path
         with open(log_path, "ab") as log:
+            limit = ["prlimit", f"--nofile={nofile}:{nofile}", "--"] if nofile else []
+            extra = ["--config", str(config)] if config else []
             self.proc = subprocess.Popen(
                 [
+                    *limit,
                     sys.executable,
                     "-m",
                     "runtime",
@@ -152,6 +163,7 @@ class DaemonProcess:
                     self.target,
                     "--instance",
                     instance,
+                    *extra,
                 ],
                 env=env,
                 stdout=log,

@@ -61,10 +61,11 @@ log = logging.getLogger(__name__)
 
 CHUNK = 256 * 1024
 # Connections the kernel queues before the proxy accepts them; asyncio also
-# accepts up to this many at once before any is judged, so it bounds a
-# burst's descriptors. The relay waits while the queue is full
-# (relay_server._dial): a burst is answered (429 beyond the cap), not refused.
-BACKLOG = 64
+# accepts up to this many at once before any is judged, so it bounds the
+# descriptors of a burst (they come out of shares.fd_reserve). The relay
+# waits while the queue is full (relay_server._dial): a burst is answered
+# (429 beyond the cap), not refused.
+BACKLOG = 16
 # After answering a refusal, input is read and dropped this long (and at
 # most this many reads) before closing.
 LINGER_S = 1.0
