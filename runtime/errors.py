@@ -22,7 +22,8 @@
         ├── SessionUnusable      FAILED_PRECONDITION
         ├── AdmissionRefused     RESOURCE_EXHAUSTED
         │   ├── RateLimited      RESOURCE_EXHAUSTED (the wait in the message)
-        │   └── ShareExhausted   RESOURCE_EXHAUSTED (a tenant's share of a shared resource)
+        │   ├── ShareExhausted   RESOURCE_EXHAUSTED (a tenant's share of a shared resource)
+        │   └── SnapshotRefused  RESOURCE_EXHAUSTED (the quota's config key in `quota`)
         ├── EngineUnavailable    UNAVAILABLE
         ├── AuditUnavailable     UNAVAILABLE (the audit log cannot be written)
         ├── StateUnavailable     UNAVAILABLE (the state database cannot be written)
@@ -182,6 +183,15 @@ class ShareExhausted(AdmissionRefused):
         self.share = share
 
 
+class SnapshotRefused(AdmissionRefused):
+    """A snapshot does not fit its tenant's share or the state disk; `quota`
+    is the config key that refused it (the metric's label)."""
+
+    def __init__(self, message: str, quota: str) -> None:
+        super().__init__(message)
+        self.quota = quota
+
+
 class EngineUnavailable(RequestError):
     status = grpc.StatusCode.UNAVAILABLE
 
@@ -216,6 +226,7 @@ REQUEST_ERRORS: tuple[type[RequestError], ...] = (
     AdmissionRefused,
     RateLimited,
     ShareExhausted,
+    SnapshotRefused,
     EngineUnavailable,
     AuditUnavailable,
     StateUnavailable,
