@@ -19,6 +19,7 @@ import grpc
 import psutil
 import pytest
 
+from bench.shares import HOLD_LOOP, REFUSED_LOOP
 from runtime.auth.tokens import create_token
 from runtime.client import Client, ToolrtRpcError
 from tests.conftest import TEST_LABEL
@@ -26,37 +27,10 @@ from tests.helpers import TEST_RUNTIME, DaemonProcess, containers_of, free_port
 
 pytestmark = pytest.mark.docker
 
-# Connects refused by the policy, each read to its end, for a few seconds.
-DENIED_LOOP = r"""
-import socket, time
-n, end = 0, time.time() + 3
-while time.time() < end:
-    s = socket.create_connection(("127.0.0.1", 3128), timeout=5)
-    s.sendall(b"CONNECT h%d.evil.test:80 HTTP/1.1\r\n\r\n" % (n % 20))
-    while s.recv(4096):
-        pass
-    s.close()
-    n += 1
-print("connections", n, flush=True)
-"""
 
-# Connections opened and held (sending nothing), as many as will open.
-HOLD_MANY = r"""
-import socket, time
-held, failed, end = [], 0, time.time() + 6
-while time.time() < end:
-    try:
-        held.append(socket.create_connection(("127.0.0.1", 3128), timeout=2))
-    except OSError:
-        failed += 1
-        time.sleep(0.01)
-print("held", len(held), "failed", failed, flush=True)
-"""
-
-
-def run_in_background(session, name: str, script: str) -> str:
+def run_in_background(session, name: str, script: str, seconds: float) -> str:
     assert session.call("write_file", {"path": f"/workspace/{name}", "content": script}).ok
-    started = session.shell(f"python3 /workspace/{name}", background=True)
+    started = session.shell(f"python3 /workspace/{name} {seconds}", background=True)
     return str(started.output["process_id"])
 
 
@@ -86,7 +60,7 @@ def test_a_connect_flood_writes_a_few_audit_lines_and_others_are_served(make_dae
     with Client(daemon.target, token=alice) as hers, Client(daemon.target, token=bob) as his:
         floods = [hers.session(network={"allow": ["web.test"]}) for _ in range(2)]
         try:
-            processes = [run_in_background(s, "flood.py", DENIED_LOOP) for s in floods]
+            processes = [run_in_background(s, "flood.py", REFUSED_LOOP, 3) for s in floods]
             # Bob creates and calls beside the floods.
             with his.session() as session:
                 assert session.shell("echo served").output["stdout"] == "served\n"
@@ -170,7 +144,7 @@ fd_reserve = 100
         fds = Sampler(psutil.Process(daemon.proc.pid))
         with Client(daemon.target, token=alice) as hers, Client(daemon.target, token=bob) as his:
             floods = [hers.session(network={"allow": ["web.test"]}) for _ in range(2)]
-            processes = [run_in_background(s, "hold.py", HOLD_MANY) for s in floods]
+            processes = [run_in_background(s, "hold.py", HOLD_LOOP, 6) for s in floods]
             # Bob creates sessions and calls while the floods hold what they can.
             for _ in range(3):
                 try:
