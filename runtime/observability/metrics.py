@@ -80,6 +80,12 @@ class Metrics:
             registry=r,
         )  # fmt: skip
         self.auth_failures = Counter("toolrt_auth_failures", "Refused authentications.", registry=r)
+        self.share_refusals = Counter(
+            "toolrt_share_refusals",
+            "Requests refused because their tenant's share of a resource the tenants "
+            "share was full, by share.",
+            ["share"], registry=r,
+        )  # fmt: skip
         for reason in CLOSE_REASONS:
             self.sessions_closed.labels(reason)
         for source in (SOURCE_POOL, SOURCE_COLD):
@@ -104,6 +110,9 @@ class Metrics:
 
     def auth_failed(self) -> None:
         self.auth_failures.inc()
+
+    def share_refused(self, share: str) -> None:
+        self.share_refusals.labels(share).inc()
 
     def egress_connection(self, decision: str) -> None:
         self.egress.labels(decision).inc()
