@@ -381,6 +381,13 @@ class Config(BaseModel):
     while another of its large ones is parsed: a tenant's large arguments
     are parsed one at a time, and past this many waiting its next call is
     refused (RESOURCE_EXHAUSTED). Applies with or without `[tenants]`."""
+    workspace_diffs_per_session: int = Field(1, ge=1)
+    """`workspace_diff` calls of one session running at once (the others of
+    a batch wait their turn): each may hold up to 16 MiB of changed files in
+    the daemon while it compares."""
+    workspace_diffs_per_tenant: int = Field(2, ge=1)
+    """`workspace_diff` calls of one tenant running at once, over all its
+    sessions; the others wait their turn. Applies with or without `[tenants]`."""
     fair_start_slots: int = Field(0, ge=0)
     """While two or more tenants are calling, each may start one call at once
     freely and the calls beyond share this many slots, taken in turn by

@@ -17,7 +17,6 @@ worker thread for its own.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar
@@ -28,6 +27,7 @@ from runtime import cpu
 from runtime.errors import AdmissionRefused
 from runtime.models import ToolCall
 from runtime.sessions.journal import fingerprint
+from runtime.sessions.shares import Share
 from runtime.tools.base import Tool
 from runtime.tools.registry import Registry
 from runtime.tools.validation import Arguments, read_arguments
@@ -36,14 +36,6 @@ T = TypeVar("T")
 
 # The `share` label of refusals in toolrt_share_refusals_total.
 SHARE = "argument_parses"
-
-
-class _Turns:
-    """One tenant's large parses: the one running and those waiting."""
-
-    def __init__(self) -> None:
-        self.lock = asyncio.Lock()
-        self.users = 0
 
 
 class ArgumentReader:
@@ -60,7 +52,7 @@ class ArgumentReader:
         self._max_bytes = max_bytes
         self._max_waiting = max_waiting
         self._refused = refused
-        self._turns: dict[str, _Turns] = {}
+        self._turns = Share(1)
 
     async def read(self, tenant: str, call: ToolCall) -> tuple[Arguments, str]:
         """The call's arguments, parsed once, and its idempotency fingerprint."""
@@ -85,20 +77,14 @@ class ArgumentReader:
 
     @contextlib.asynccontextmanager
     async def _turn(self, tenant: str) -> AsyncIterator[None]:
-        turns = self._turns.setdefault(tenant, _Turns())
-        if turns.users > self._max_waiting:
+        users = self._turns.users(tenant)
+        if users > self._max_waiting:
             self._refused(SHARE)
             msg = (
-                f"this tenant already has {turns.users} calls with large arguments being "
+                f"this tenant already has {users} calls with large arguments being "
                 f"parsed or waiting (large_arguments_waiting = {self._max_waiting}); "
                 "retry when they are answered"
             )
             raise AdmissionRefused(msg)
-        turns.users += 1
-        try:
-            async with turns.lock:
-                yield
-        finally:
-            turns.users -= 1
-            if not turns.users:
-                del self._turns[tenant]
+        async with self._turns.hold(tenant):
+            yield

@@ -39,6 +39,7 @@ from runtime.sessions.arguments import ArgumentReader
 from runtime.sessions.fairness import FairStarts
 from runtime.sessions.manager import SessionManager
 from runtime.sessions.session import Session
+from runtime.sessions.shares import Share
 from runtime.tools.base import Baseline, Tool, ToolContext
 from runtime.tools.output import fit_output, without_surrogates
 from runtime.tools.registry import Registry
@@ -74,6 +75,9 @@ class Calls:
         self._baselines = baselines
         slots = config.fair_start_slots or (os.cpu_count() or 1) // 2
         self.starts = FairStarts(slots, config.fair_start_slice_s)
+        # Calls that read the workspace into the daemon (workspace_diff).
+        self._workspace_reads = Share(config.workspace_diffs_per_session)
+        self._workspace_reads_by_tenant = Share(config.workspace_diffs_per_tenant)
         self.arguments = ArgumentReader(
             registry,
             config.max_argument_bytes,
@@ -277,6 +281,19 @@ class Calls:
             if self._baselines
             else None,
         )
+        if tool.holds_workspace:
+            # Queued, not refused: a batch of one session's diffs waits for itself.
+            async with (
+                self._workspace_reads.hold(session.id),
+                self._workspace_reads_by_tenant.hold(session.tenant),
+            ):
+                return await self._run_locked(session, tool, ctx, args)
+        return await self._run_locked(session, tool, ctx, args)
+
+    async def _run_locked(
+        self, session: Session, tool: Tool[Any], ctx: ToolContext, args: Any
+    ) -> dict[str, Any]:
+        """`tool.run`, within the session's write lock unless read-only."""
         if tool.read_only:
             return await tool.run(ctx, args)
         async with session.write_lock:
