@@ -86,6 +86,10 @@ class Metrics:
             "share was full, by share.",
             ["share"], registry=r,
         )  # fmt: skip
+        self.snapshot_refusals = Counter(
+            "toolrt_snapshot_refusals", "Snapshots refused for space, by the config key that did.",
+            ["quota"], registry=r,
+        )  # fmt: skip
         for reason in CLOSE_REASONS:
             self.sessions_closed.labels(reason)
         for source in (SOURCE_POOL, SOURCE_COLD):
@@ -113,6 +117,9 @@ class Metrics:
 
     def share_refused(self, share: str) -> None:
         self.share_refusals.labels(share).inc()
+
+    def snapshot_refused(self, quota: str) -> None:
+        self.snapshot_refusals.labels(quota).inc()
 
     def egress_connection(self, decision: str) -> None:
         self.egress.labels(decision).inc()
