@@ -81,8 +81,10 @@ class Metrics:
         )  # fmt: skip
         self.auth_failures = Counter("toolrt_auth_failures", "Refused authentications.", registry=r)
         self.share_refusals = Counter(
-            "toolrt_share_refusals", "Refusals of a tenant (or session) holding its share of "
-            "a shared resource, by share ([shares] config keys).", ["share"], registry=r,
+            "toolrt_share_refusals",
+            "Requests refused because their tenant's share of a resource the tenants "
+            "share was full, by share.",
+            ["share"], registry=r,
         )  # fmt: skip
         self.snapshot_refusals = Counter(
             "toolrt_snapshot_refusals", "Snapshots refused for space, by the config key that did.",
