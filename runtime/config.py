@@ -308,6 +308,26 @@ class SharesConfig(BaseModel):
     """File descriptors (of RLIMIT_NOFILE) kept for the daemon's own work
     (sessions, the state database, the audit log, RPCs): proxy connections
     are refused rather than eat into them."""
+    state_reserve_bytes: int = Field(256 << 20, ge=0)
+    """Free bytes of the state_dir's disk kept for the daemon's own records
+    (sessions, the call journal): a snapshot that would leave less is refused
+    (RESOURCE_EXHAUSTED), so a full blob store never stops calls or sessions."""
+    snapshot_space: float = Field(0.5, gt=0, le=1)
+    """The fraction of the snapshot space (what the store holds plus the
+    disk's free bytes above `state_reserve_bytes`) one tenant's snapshots may
+    hold, with or without `[tenants]` tables; `snapshot_max_bytes` may set less."""
+    large_arguments_waiting: int = Field(8, ge=0)
+    """Calls with large arguments (over 64 KiB) one tenant may have waiting
+    while another of its large ones is parsed: a tenant's large arguments
+    are parsed one at a time, and past this many waiting its next call is
+    refused (RESOURCE_EXHAUSTED). Applies with or without `[tenants]`."""
+    workspace_diffs_per_session: int = Field(1, ge=1)
+    """`workspace_diff` calls of one session running at once (the others of
+    a batch wait their turn): each may hold up to 16 MiB of changed files in
+    the daemon while it compares."""
+    workspace_diffs_per_tenant: int = Field(2, ge=1)
+    """`workspace_diff` calls of one tenant running at once, over all its
+    sessions; the others wait their turn. Applies with or without `[tenants]`."""
 
 
 class Config(BaseModel):
@@ -351,14 +371,6 @@ class Config(BaseModel):
     Warm-pool containers are removed either way."""
     snapshot_ttl_seconds: int = Field(7 * 24 * 3600, ge=60)
     """How long a snapshot is kept (`Snapshot.expires_at`)."""
-    state_reserve_bytes: int = Field(256 << 20, ge=0)
-    """Free bytes of the state_dir's disk kept for the daemon's own records
-    (sessions, the call journal): a snapshot that would leave less is refused
-    (RESOURCE_EXHAUSTED), so a full blob store never stops calls or sessions."""
-    snapshot_share: float = Field(0.5, gt=0, le=1)
-    """The fraction of the snapshot space (what the store holds plus the
-    disk's free bytes above state_reserve_bytes) one tenant's snapshots may
-    hold, with or without `[tenants]` tables; `snapshot_max_bytes` may set less."""
     image: str = "toolrt-sandbox:default"
     """Image of a session that does not name one. toolrt never pulls."""
     runtime: str = ""
@@ -422,18 +434,6 @@ class Config(BaseModel):
     """Largest `arguments_json` of a tool call, in bytes of UTF-8 (beyond:
     INVALID_ARGUMENTS). Parsing holds the daemon's interpreter lock: 4 MiB
     takes tens of milliseconds during which no other RPC is served."""
-    large_arguments_waiting: int = Field(8, ge=0)
-    """Calls with large arguments (over 64 KiB) one tenant may have waiting
-    while another of its large ones is parsed: a tenant's large arguments
-    are parsed one at a time, and past this many waiting its next call is
-    refused (RESOURCE_EXHAUSTED). Applies with or without `[tenants]`."""
-    workspace_diffs_per_session: int = Field(1, ge=1)
-    """`workspace_diff` calls of one session running at once (the others of
-    a batch wait their turn): each may hold up to 16 MiB of changed files in
-    the daemon while it compares."""
-    workspace_diffs_per_tenant: int = Field(2, ge=1)
-    """`workspace_diff` calls of one tenant running at once, over all its
-    sessions; the others wait their turn. Applies with or without `[tenants]`."""
     fair_start_slots: int = Field(0, ge=0)
     """While two or more tenants are calling, each may start one call at once
     freely and the calls beyond share this many slots, taken in turn by

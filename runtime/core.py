@@ -134,8 +134,8 @@ def build_core(
     store = SnapshotStore(
         config.state_dir or default_state_dir(config.instance),
         config.snapshot_ttl_seconds,
-        reserve_bytes=config.state_reserve_bytes,
-        share=config.snapshot_share,
+        reserve_bytes=config.shares.state_reserve_bytes,
+        share=config.shares.snapshot_space,
     )
     snapshots = Snapshots(config, manager, store, obs.metrics, durable)
     calls = Calls(config, manager, registry, obs, snapshots)

@@ -78,12 +78,12 @@ class Calls:
         slots = config.fair_start_slots or (os.cpu_count() or 1) // 2
         self.starts = FairStarts(slots, config.fair_start_slice_s)
         # Calls that read the workspace into the daemon (workspace_diff).
-        self._workspace_reads = Share(config.workspace_diffs_per_session)
-        self._workspace_reads_by_tenant = Share(config.workspace_diffs_per_tenant)
+        self._workspace_reads = Share(config.shares.workspace_diffs_per_session)
+        self._workspace_reads_by_tenant = Share(config.shares.workspace_diffs_per_tenant)
         self.arguments = ArgumentReader(
             registry,
             config.max_argument_bytes,
-            config.large_arguments_waiting,
+            config.shares.large_arguments_waiting,
             obs.metrics.share_refused,
         )
 
