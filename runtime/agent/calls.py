@@ -176,7 +176,11 @@ class CallOps:
         self.healer.started(call.group, request.call_id)
         # Leftovers of earlier calls must not leave this one without room.
         self.relieve(healing.pressure(), {call.group})
-        self.spare_plan = spare.Plan(request.cwd, env)
+        self.spare_plan = (
+            None
+            if request.spare_env is None
+            else spare.Plan(request.cwd, self.redactor.environment(request.spare_env))
+        )
         if ready is not None:
             if self.start_in_spare(call, ready, env, body):
                 return

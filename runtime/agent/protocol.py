@@ -163,6 +163,10 @@ class Exec(Message):
     command: str = ""
     cwd: str = WORKSPACE
     env: Dict[str, str] = records.field(default_factory=dict)
+    # The session's own environment, without this call's one-call variables:
+    # the shell started ahead for the next call (spare.py) gets this one, so
+    # nothing of one call's `env` reaches another. None: no spare after it.
+    spare_env: Optional[Dict[str, str]] = None
     # The tool call this command answers: its result is kept under this id
     # until the daemon acknowledges it (Ack).
     call_id: str = ""
