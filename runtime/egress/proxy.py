@@ -3,7 +3,7 @@
 It listens on the unix socket in the session's relay directory; every
 connection the sandbox's relay opens is one client. A client sends one
 request: `CONNECT host:port` (the tunnel then carries TLS untouched, after
-a look at the ClientHello's server name) or a plain HTTP request with an
+a look at the ClientHello's server name; anything but TLS is refused) or a plain HTTP request with an
 absolute URL (forwarded in origin form with `Connection: close`, so that
 each request on a connection is checked). The proxy resolves names itself
 and dials only the address it vetted (no rebinding between check and
@@ -44,6 +44,7 @@ from runtime.egress.http import (
     MALFORMED,
     MAX_HEAD,
     NEED_MORE,
+    NOT_TLS,
     ProxyRequest,
     ProxyRequestError,
     answer,
@@ -73,6 +74,15 @@ DENIED = "denied"
 LIMITED = "limited"
 UNREACHABLE = "unreachable"
 MALFORMED_REQUEST = "malformed"
+
+
+# A tunnel carries TLS only: plain HTTP in it could name any site in the Host
+# header of any of its requests, and a server shared by several sites (a CDN)
+# would route to that one. Plain HTTP goes as absolute URLs, each checked.
+PLAINTEXT_IN_TUNNEL = (
+    "toolrt: a CONNECT tunnel carries TLS only; send plain http:// requests "
+    "through the proxy as absolute URLs (HTTP_PROXY), whose Host header it checks"
+)
 
 
 def denial_text(host: str) -> str:
@@ -483,7 +493,15 @@ class SessionProxy:
         writer.write(ESTABLISHED)
         await writer.drain()
         if self.settings.sni_check:
-            first = await self._client_hello(reader, conn, host)
+            try:
+                first = await self._client_hello(reader, conn, host)
+            except Cut as cut:
+                if cut.reason == PLAINTEXT_IN_TUNNEL:
+                    # Into the tunnel: a plain HTTP client reads it as the answer.
+                    writer.write(answer(403, cut.reason))
+                    with contextlib.suppress(OSError):
+                        await writer.drain()
+                raise
             if first:
                 await self._send(upstream_w, first, conn, inbound=False)
         # TLS passes untouched: the two connections are joined back to back.
@@ -510,6 +528,9 @@ class SessionProxy:
         if state == MALFORMED:
             self._deny(host)
             raise Cut(DENIED, "a TLS ClientHello the proxy cannot read")
+        if state == NOT_TLS:
+            self._deny(host)
+            raise Cut(DENIED, PLAINTEXT_IN_TUNNEL)
         if state == HELLO and name is not None and name != host:
             self._deny(name)
             raise Cut(DENIED, f"the TLS server name {name} is not the CONNECT host {host}")

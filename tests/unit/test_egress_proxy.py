@@ -249,6 +249,27 @@ def test_a_tunnel_must_name_its_connect_host_in_the_client_hello(tmp_path):
     assert b"HTTP/1.1 200 OK" in same and b"up.test" in same
 
 
+def test_a_tunnel_carries_tls_only_so_no_plain_host_header_escapes_the_check(tmp_path):
+    # Plain HTTP in a tunnel could name any site in its Host header (on any
+    # of its requests): the CONNECT host's server would route to it.
+    async def scenario(proxy: SessionProxy, path: str, port: int) -> list[Any]:
+        smuggled = await exchange(
+            path,
+            f"CONNECT up.test:{port} HTTP/1.1\r\n\r\n".encode()
+            + b"GET / HTTP/1.1\r\nHost: other.example\r\n\r\n",
+        )
+        return [smuggled, proxy.report_since(0)]
+
+    events: list[EgressEvent] = []
+    smuggled, report = run(echo_head, scenario, tmp_path, events=events)
+    established, refusal = smuggled.split(b"\r\n\r\n", 1)
+    assert established == b"HTTP/1.1 200 Connection established"
+    assert refusal.startswith(b"HTTP/1.1 403 toolrt: a CONNECT tunnel carries TLS only"), smuggled
+    assert b"other.example" not in smuggled  # the upstream never saw it
+    assert report == {"network_denied": ["up.test"]}
+    assert [e.decision for e in events] == ["denied"]
+
+
 def test_close_cuts_connections_and_removes_the_socket(tmp_path):
     async def scenario(proxy: SessionProxy, path: str, port: int) -> list[Any]:
         reader, writer = await asyncio.open_unix_connection(path)
