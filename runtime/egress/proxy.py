@@ -3,11 +3,11 @@
 It listens on the unix socket in the session's relay directory; every
 connection the sandbox's relay opens is one client. A client sends one
 request: `CONNECT host:port` (the tunnel then carries TLS untouched, after
-a look at the ClientHello's server name; anything but TLS is refused) or a plain HTTP request with an
-absolute URL (forwarded in origin form with `Connection: close`, so that
-each request on a connection is checked). The proxy resolves names itself
-and dials only the address it vetted (no rebinding between check and
-connect); IP literals and names resolving to non-global addresses are
+a look at the ClientHello's server name; anything but TLS is refused) or a
+plain HTTP request with an absolute URL (forwarded in origin form with
+`Connection: close`, so that each request on a connection is checked).
+The proxy resolves names itself and dials only the address it vetted (no
+rebinding between check and connect); IP literals and names resolving to non-global addresses are
 refused unless the operator pinned the name.
 
 Caps are per session: bytes moved (both directions, all connections) and
