@@ -320,6 +320,15 @@ class CallOps:
         if self.spare_shell is None:
             self.spare_plan = None  # not again until the next call says where
 
+    def drop_spare(self) -> Optional[int]:
+        """Kill the waiting spare, if any; its group. The next idle moment
+        starts another."""
+        found, self.spare_shell = self.spare_shell, None
+        if found is None:
+            return None
+        spare.discard(found)
+        return found.group
+
     def spare_reaped(self, pid: int) -> None:
         """The spare died unused (another process of the sandbox user killed
         it): none again until the next call, so a killer is not fed spares."""

@@ -305,6 +305,23 @@ class ProcessReply(Message):
 
 
 @records.record
+class StopLeftovers(Message):
+    """Stop every process of the sandbox but the agent, the running calls'
+    and the live background processes' (stop those with ProcessKill first):
+    what commands left behind (`nohup ... &`, setsid'd double forks) and the
+    spare shell. Answered with LeftoversStopped."""
+
+    OP: ClassVar[str] = "stop_leftovers"
+
+
+@records.record
+class LeftoversStopped(Message):
+    OP: ClassVar[str] = "leftovers_stopped"
+    # Processes killed, the spare shell not counted.
+    processes: int = 0
+
+
+@records.record
 class Resolve(Message):
     """Resolve paths as the kernel would (symlinks, `..`)."""
 
@@ -505,6 +522,7 @@ REQUESTS: Tuple[Type[Message], ...] = (
     ProcessList,
     ProcessOutput,
     ProcessKill,
+    StopLeftovers,
     Resolve,
     Read,
     Write,
@@ -523,6 +541,7 @@ REPLIES: Tuple[Type[Message], ...] = (
     Cancelled,
     ProcessListReply,
     ProcessReply,
+    LeftoversStopped,
     Resolved,
     ReadReply,
     WriteReply,
