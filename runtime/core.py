@@ -63,6 +63,7 @@ class Core:
         in-process MCP front: one session for the life of its connection).
         """
         self.obs.start()
+        self.egress.listening_on(self.obs.metrics.port)
         await self.manager.start()
         if reap_expired:
             self.reaper.start()

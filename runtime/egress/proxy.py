@@ -116,6 +116,23 @@ class ProxySettings:
     pins: Mapping[str, str] = field(default_factory=dict)
     # Refuse a tunnel whose TLS server name is not the CONNECT host.
     sni_check: bool = True
+    # The TCP ports the daemon itself listens on (gRPC, metrics), filled in
+    # as it binds them: never dialled on an address of this host.
+    own_ports: set[int] = field(default_factory=set)
+
+
+def is_local(address: str) -> bool:
+    """Is `address` one of this host's (the kernel lets a socket bind it)?"""
+    ip = ipaddress.ip_address(address)
+    if ip.is_loopback or ip.is_unspecified:
+        return True
+    family = socket.AF_INET6 if ip.version == 6 else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((address, 0))
+        except OSError:
+            return False
+    return True
 
 
 async def system_resolve(host: str, port: int) -> list[str]:
@@ -330,7 +347,7 @@ class SessionProxy:
             raise Refused(403, f"toolrt: {self._byte_cap_text()}", LIMITED)
         pinned = self.settings.pins.get(host)
         if pinned:
-            return host, [pinned]
+            return host, self._not_own(host, request.port, [pinned])
         try:
             async with asyncio.timeout(self.settings.connect_timeout_s):
                 addresses = await self._resolve(host, request.port)
@@ -348,7 +365,20 @@ class SessionProxy:
                     "[network.hosts])"
                 )
                 raise Refused(403, text, DENIED, host)
-        return host, addresses
+        return host, self._not_own(host, request.port, addresses)
+
+    def _not_own(self, host: str, port: int, addresses: list[str]) -> list[str]:
+        """`addresses`, unless one is this host's on a port toolrt listens on:
+        a pin or a name resolving to this host must not lead to toolrt itself."""
+        if port in self.settings.own_ports:
+            for address in addresses:
+                if is_local(address):
+                    text = (
+                        f"toolrt: {host}:{port} leads to {address}:{port}, toolrt's own port "
+                        "on this host, which sessions may not reach"
+                    )
+                    raise Refused(403, text, DENIED, f"{host}:{port}")
+        return addresses
 
     def _byte_cap_text(self) -> str:
         return (

@@ -60,6 +60,7 @@ class Daemon:
             [SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME], self.server
         )
         self.port = add_listeners(self.server, config, credentials)
+        core.egress.listening_on(self.port)
         self._stopped = asyncio.Event()
         self._flusher: asyncio.Task[None] | None = None
 

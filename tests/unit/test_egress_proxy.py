@@ -58,6 +58,7 @@ def run(
     max_connections: int = 8,
     idle: float = 5.0,
     events: list[EgressEvent] | None = None,
+    upstream_is_the_daemons: bool = False,
 ) -> Any:
     async def main() -> Any:
         handlers: set[asyncio.Task[Any]] = set()
@@ -79,6 +80,8 @@ def run(
         settings = ProxySettings(
             idle_timeout_s=idle, connect_timeout_s=2, pins={"up.test": "127.0.0.1"}
         )
+        if upstream_is_the_daemons:
+            settings.own_ports.add(port)
         proxy = SessionProxy(
             "s1",
             policy,
@@ -268,6 +271,22 @@ def test_a_tunnel_carries_tls_only_so_no_plain_host_header_escapes_the_check(tmp
     assert b"other.example" not in smuggled  # the upstream never saw it
     assert report == {"network_denied": ["up.test"]}
     assert [e.decision for e in events] == ["denied"]
+
+
+def test_the_daemons_own_ports_are_never_dialled_whatever_a_pin_says(tmp_path):
+    async def scenario(proxy: SessionProxy, path: str, port: int) -> list[Any]:
+        return [
+            await exchange(path, f"GET http://up.test:{port}/ HTTP/1.1\r\n\r\n".encode()),
+            await exchange(path, f"CONNECT up.test:{port} HTTP/1.1\r\n\r\n".encode()),
+            proxy.report_since(0),
+            port,
+        ]
+
+    *answers, report, port = run(echo_head, scenario, tmp_path, upstream_is_the_daemons=True)
+    for answer in answers:
+        assert answer.startswith(b"HTTP/1.1 403 toolrt: up.test:"), answer
+        assert b"toolrt's own port" in answer, answer
+    assert report == {"network_denied": [f"up.test:{port}"]}
 
 
 def test_close_cuts_connections_and_removes_the_socket(tmp_path):
