@@ -307,8 +307,8 @@ class ProcessReply(Message):
 @records.record
 class StopLeftovers(Message):
     """Stop every process of the sandbox but the agent, the running calls'
-    and the live background processes' (stop those with ProcessKill first):
-    what commands left behind (`nohup ... &`, setsid'd double forks) and the
+    and the live background processes' (ProcessKill stops those): what
+    commands left behind (`nohup ... &`, setsid'd double forks) and the
     spare shell. Answered with LeftoversStopped."""
 
     OP: ClassVar[str] = "stop_leftovers"

@@ -265,17 +265,18 @@ class Snapshots:
         return restored
 
     async def _stop_processes(self, session: Session) -> Restored:
-        """The background processes (by handle), then whatever else commands
-        left running (`nohup ... &`, setsid'd trees): a restored session runs
-        nothing it ran before."""
+        """Whatever commands left running (`nohup ... &`, setsid'd trees),
+        then the background processes (by handle): a restored session runs
+        nothing it ran before. The leftovers first: an agent too old to
+        stop them refuses before anything changed."""
         stopped = []
         agent = session.sandbox.agent
         with as_request_errors(session):
+            others = await agent.stop_leftovers()
             for process in await agent.process_list():
                 if process.state == "running":
                     await agent.process_kill(process.process_id)
                     stopped.append(process.process_id)
-            others = await agent.stop_leftovers()
         return Restored(session, stopped, others)
 
     async def _apply(self, session: Session, snapshot: Snapshot, entries: list[Entry]) -> None:
