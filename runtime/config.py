@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from runtime.constants import DEFAULT_TARGET, DEFAULT_TENANT, WRITABLE_AREAS
 from runtime.egress.addresses import HostError, ip_literal, normalize_host
-from runtime.egress.policy import PatternError, parse_patterns
+from runtime.egress.policy import PatternError, over_loopback_pins, parse_patterns
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -226,7 +226,10 @@ class NetworkConfig(BaseModel):
     hosts: dict[str, str] = Field(default_factory=dict)
     """Names the proxy resolves to a fixed address, the private-range check
     skipped (`"mirror.internal" = "10.0.0.5"`): for mirrors inside the
-    operator's network. A session must still be allowed the name."""
+    operator's network. A session must still be allowed the name. The proxy
+    never dials toolrt's own ports (gRPC, metrics) on this host, and a
+    pattern of every port (`allow_max`, a tenant's `network_allow_max`)
+    naming a name pinned to a loopback address stops the start."""
     max_bytes: int = Field(1 * GiB, ge=1)
     """Bytes one session may move through the proxy, both directions and
     all connections together; a session may ask for less."""
@@ -535,6 +538,27 @@ class Config(BaseModel):
                     f"`runtime` nor one of `runtimes` ({self.allowed_runtimes()})"
                 )
                 raise ValueError(msg)
+        return self
+
+    @model_validator(mode="after")
+    def _no_wildcard_port_over_loopback(self) -> Config:
+        # A pattern of every port on a name pinned to loopback would let
+        # sessions reach toolrt itself; the proxy refuses its own ports
+        # anyway, but such a config is a mistake to say at start.
+        ceilings = [("network.allow_max", self.network.allow_max)]
+        ceilings += [
+            (f"tenants.{name}.network_allow_max", quota.network_allow_max)
+            for name, quota in self.tenants.items()
+            if quota.network_allow_max is not None
+        ]
+        for where, texts in ceilings:
+            try:
+                patterns = parse_patterns(texts, where)
+            except PatternError as exc:
+                raise ValueError(str(exc)) from exc
+            problem = over_loopback_pins(patterns, self.network.hosts, where)
+            if problem:
+                raise ValueError(problem)
         return self
 
     @model_validator(mode="after")

@@ -67,6 +67,7 @@ class Core:
         """
         self.obs.start()
         quiet_exhaustion(asyncio.get_running_loop())
+        self.egress.listening_on(self.obs.metrics.port)
         # First: the sessions of a fork a crash cut short are not re-adopted.
         await self.snapshots.start()
         await self.manager.start()

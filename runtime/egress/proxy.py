@@ -3,11 +3,11 @@
 It listens on the unix socket in the session's relay directory; every
 connection the sandbox's relay opens is one client. A client sends one
 request: `CONNECT host:port` (the tunnel then carries TLS untouched, after
-a look at the ClientHello's server name) or a plain HTTP request with an
-absolute URL (forwarded in origin form with `Connection: close`, so that
-each request on a connection is checked). The proxy resolves names itself
-and dials only the address it vetted (no rebinding between check and
-connect); IP literals and names resolving to non-global addresses are
+a look at the ClientHello's server name; anything but TLS is refused) or a
+plain HTTP request with an absolute URL (forwarded in origin form with
+`Connection: close`, so that each request on a connection is checked).
+The proxy resolves names itself and dials only the address it vetted (no
+rebinding between check and connect); IP literals and names resolving to non-global addresses are
 refused unless the operator pinned the name.
 
 Caps are per session: bytes moved (both directions, all connections) and
@@ -47,6 +47,7 @@ from runtime.egress.http import (
     MALFORMED,
     MAX_HEAD,
     NEED_MORE,
+    NOT_TLS,
     ProxyRequest,
     ProxyRequestError,
     answer,
@@ -82,6 +83,15 @@ UNREACHABLE = "unreachable"
 MALFORMED_REQUEST = "malformed"
 
 
+# A tunnel carries TLS only: plain HTTP in it could name any site in the Host
+# header of any of its requests, and a server shared by several sites (a CDN)
+# would route to that one. Plain HTTP goes as absolute URLs, each checked.
+PLAINTEXT_IN_TUNNEL = (
+    "toolrt: a CONNECT tunnel carries TLS only; send plain http:// requests "
+    "through the proxy as absolute URLs (HTTP_PROXY), whose Host header it checks"
+)
+
+
 def denial_text(host: str) -> str:
     """What a refused client reads (the issue's wording, exactly)."""
     return f"toolrt: {host} is not in this session's network allowlist"
@@ -114,6 +124,23 @@ class ProxySettings:
     pins: Mapping[str, str] = field(default_factory=dict)
     # Refuse a tunnel whose TLS server name is not the CONNECT host.
     sni_check: bool = True
+    # The TCP ports the daemon itself listens on (gRPC, metrics), filled in
+    # as it binds them: never dialled on an address of this host.
+    own_ports: set[int] = field(default_factory=set)
+
+
+def is_local(address: str) -> bool:
+    """Is `address` one of this host's (the kernel lets a socket bind it)?"""
+    ip = ipaddress.ip_address(address)
+    if ip.is_loopback or ip.is_unspecified:
+        return True
+    family = socket.AF_INET6 if ip.version == 6 else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((address, 0))
+        except OSError:
+            return False
+    return True
 
 
 async def system_resolve(host: str, port: int) -> list[str]:
@@ -361,7 +388,7 @@ class SessionProxy:
             raise Refused(403, f"toolrt: {self._byte_cap_text()}", LIMITED)
         pinned = self.settings.pins.get(host)
         if pinned:
-            return host, [pinned]
+            return host, self._not_own(host, request.port, [pinned])
         try:
             async with asyncio.timeout(self.settings.connect_timeout_s):
                 addresses = await self._resolve(host, request.port)
@@ -379,7 +406,20 @@ class SessionProxy:
                     "[network.hosts])"
                 )
                 raise Refused(403, text, DENIED, host)
-        return host, addresses
+        return host, self._not_own(host, request.port, addresses)
+
+    def _not_own(self, host: str, port: int, addresses: list[str]) -> list[str]:
+        """`addresses`, unless one is this host's on a port toolrt listens on:
+        a pin or a name resolving to this host must not lead to toolrt itself."""
+        if port in self.settings.own_ports:
+            for address in addresses:
+                if is_local(address):
+                    text = (
+                        f"toolrt: {host}:{port} leads to {address}:{port}, toolrt's own port "
+                        "on this host, which sessions may not reach"
+                    )
+                    raise Refused(403, text, DENIED, f"{host}:{port}")
+        return addresses
 
     def _byte_cap_text(self) -> str:
         return (
@@ -524,7 +564,15 @@ class SessionProxy:
         writer.write(ESTABLISHED)
         await writer.drain()
         if self.settings.sni_check:
-            first = await self._client_hello(reader, conn, host)
+            try:
+                first = await self._client_hello(reader, conn, host)
+            except Cut as cut:
+                if cut.reason == PLAINTEXT_IN_TUNNEL:
+                    # Into the tunnel: a plain HTTP client reads it as the answer.
+                    writer.write(answer(403, cut.reason))
+                    with contextlib.suppress(OSError):
+                        await writer.drain()
+                raise
             if first:
                 await self._send(upstream_w, first, conn, inbound=False)
         # TLS passes untouched: the two connections are joined back to back.
@@ -551,6 +599,9 @@ class SessionProxy:
         if state == MALFORMED:
             self._deny(host)
             raise Cut(DENIED, "a TLS ClientHello the proxy cannot read")
+        if state == NOT_TLS:
+            self._deny(host)
+            raise Cut(DENIED, PLAINTEXT_IN_TUNNEL)
         if state == HELLO and name is not None and name != host:
             self._deny(name)
             raise Cut(DENIED, f"the TLS server name {name} is not the CONNECT host {host}")

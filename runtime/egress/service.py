@@ -41,6 +41,7 @@ from runtime.egress.policy import (
     PatternError,
     clamp_cap,
     outside,
+    over_loopback_pins,
     parse_patterns,
 )
 from runtime.egress.proxy import (
@@ -126,6 +127,11 @@ class Egress:
             config.shares, Descriptors(config.shares.fd_reserve), refused
         )
 
+    def listening_on(self, port: int) -> None:
+        """A TCP port the daemon listens on: no proxy dials it on this host."""
+        if port:
+            self._settings.own_ports.add(port)
+
     def policy_for(self, tenant: str, request: NetworkRequest | None) -> NetworkPolicy:
         """The effective policy of a new session of `tenant` (no `allow`: none).
 
@@ -138,6 +144,7 @@ class Egress:
         except PatternError as exc:
             raise BadRequest(str(exc)) from exc
         problem = outside(patterns, ceilings_for(self._config, tenant))
+        problem = problem or over_loopback_pins(patterns, self._settings.pins, "network.allow")
         if problem:
             raise PermissionDenied(problem)
         limits = self._config.network

@@ -64,6 +64,7 @@ class Daemon:
             [SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME], self.server
         )
         self.port = add_listeners(self.server, config, credentials)
+        core.egress.listening_on(self.port)
         self._stopped = asyncio.Event()
         self._flusher: asyncio.Task[None] | None = None
 
@@ -87,11 +88,16 @@ class Daemon:
             return
         self._stopped.set()
         await self.health.enter_graceful_shutdown()
-        if self._flusher is not None:
-            self._flusher.cancel()
+        flusher, self._flusher = self._flusher, None
+        if flusher is not None:
+            flusher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await flusher
         # The core first, while the server still carries the answers it gives.
         await self.core.stop()
         await self.server.stop(grace)
+        # Refusals the server counted while it finished are written too.
+        self.core.audit.close()
         log.info("toolrt %s stopped", self.config.instance)
 
     async def _flush_counts(self) -> None:
