@@ -7,6 +7,7 @@ session manager itself.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from dataclasses import dataclass
 
@@ -14,6 +15,7 @@ from runtime.admin import Admin
 from runtime.audit import DAEMON, AuditLog
 from runtime.clock import REAL_CLOCK, Clock
 from runtime.config import Config
+from runtime.descriptors import quiet_exhaustion
 from runtime.egress.proxy import EgressEvent
 from runtime.egress.service import Egress
 from runtime.errors import AuditUnavailable
@@ -24,6 +26,7 @@ from runtime.sessions.calls import Calls
 from runtime.sessions.manager import SessionManager
 from runtime.sessions.reaper import Reaper
 from runtime.sessions.session import Session
+from runtime.sessions.slots import TransferSlots
 from runtime.sessions.transfers import Transfers
 from runtime.snapshots.service import Snapshots
 from runtime.snapshots.store import COMPONENT as SNAPSHOTS
@@ -31,6 +34,7 @@ from runtime.snapshots.store import SnapshotStore
 from runtime.snapshots.workspace_diff import WORKSPACE_DIFF
 from runtime.state.db import StateDB, default_state_dir
 from runtime.state.durable import COMPONENTS, Durable
+from runtime.state.lock import StateLock
 from runtime.tools.registry import TOOLS, Registry
 
 
@@ -66,6 +70,8 @@ class Core:
         in-process MCP front: one session for the life of its connection).
         """
         self.obs.start()
+        quiet_exhaustion(asyncio.get_running_loop())
+        self.egress.listening_on(self.obs.metrics.port)
         # First: the sessions of a fork a crash cut short are not re-adopted.
         await self.snapshots.start()
         await self.manager.start()
@@ -106,33 +112,42 @@ def build_core(
     secrets = load_secrets(config.secrets_file)
     # state_dir is resolved here only, and its database opened once: one
     # connection, shared by the durable sessions and the snapshot store
-    # (both serialise on its lock; see state/db.py).
+    # (both serialise their transactions on StateDB.lock; see state/db.py).
     state_dir = config.state_dir or default_state_dir(config.instance)
-    db = StateDB.open(state_dir, [*COMPONENTS, SNAPSHOTS])
-    durable = Durable(db, config)
+    lock = StateLock.take(state_dir)  # one daemon per state_dir
+    try:
+        db = StateDB.open(state_dir, [*COMPONENTS, SNAPSHOTS])
+    except BaseException:
+        lock.release()
+        raise
+    durable = Durable(db, config, lock)
     if backend is None:
         # Imported here: the Docker SDK is heavy and fronts given a backend never need it.
         from runtime.sandbox.docker.backend import DockerBackend
 
         backend = DockerBackend(config)
     registry = registry or default_registry()
-    audit = AuditLog(config.audit_log)
     obs = Observability(config, registry.names())
+    audit = AuditLog(
+        config.audit_log,
+        network_records=config.shares.audit_network_records,
+        pending_bytes=config.shares.audit_pending_bytes,
+        refused=obs.metrics.share_refused,
+    )
 
     def ended(session: Session, reason: str) -> None:
         # Kept by the audit log until it can be written; nothing to answer here.
         with contextlib.suppress(AuditUnavailable):
             audit.session("session.close", DAEMON, session.id, tenant=session.tenant, reason=reason)
 
-    egress = Egress(config)
+    egress = Egress(config, refused=obs.metrics.share_refused)
 
     def network_event(event: EgressEvent) -> None:
         obs.metrics.egress_connection(event.decision)
-        owners = {s.id: s.tenant for s in manager.live_sessions()}
         # A connection outlives no answer: a record the log cannot take is
         # dropped here, and the log refuses the next call until it can write.
         with contextlib.suppress(AuditUnavailable):
-            audit.network(owners.get(event.session_id, ""), event)
+            audit.network(event)
 
     egress.on_event = network_event
     manager = SessionManager(config, backend, ended, secrets, egress, obs.metrics, durable, clock)
@@ -144,12 +159,12 @@ def build_core(
         state_dir,
         config.snapshot_ttl_seconds,
         db,
-        reserve_bytes=config.state_reserve_bytes,
-        share=config.snapshot_share,
+        reserve_bytes=config.shares.state_reserve_bytes,
+        share=config.shares.snapshot_space,
     )
     snapshots = Snapshots(config, manager, store, obs.metrics, durable)
     calls = Calls(config, manager, registry, obs, snapshots)
-    transfers = Transfers(manager)
+    transfers = Transfers(manager, TransferSlots(config.shares, obs.metrics.share_refused))
     admin = Admin(config, backend, manager, obs)
     return Core(
         config,

@@ -377,7 +377,7 @@ class SessionManager(RestartOps):
         """Open the session's proxy and have its agent relay to it; else close it."""
         try:
             async with self._closed_on_failure(session, "its network could not be set up"):
-                await self.egress.open(session.id, session.network)
+                await self.egress.open(session.id, session.network, session.tenant)
                 await session.sandbox.agent.relay_start()
         except (ToolFailure, OSError) as exc:
             reason = exc.message if isinstance(exc, ToolFailure) else str(exc)

@@ -22,6 +22,7 @@ from runtime.errors import StateUnavailable
 from runtime.models import ToolResult
 from runtime.state.db import StateDB
 from runtime.state.journal_store import JOURNAL, JournalRow, JournalStore
+from runtime.state.lock import StateLock
 from runtime.state.sessions import SESSIONS, SessionRecord, SessionStore
 
 log = logging.getLogger(__name__)
@@ -35,8 +36,10 @@ class Durable:
     composition root opens it with `COMPONENTS` among its schemas; closing
     this closes it)."""
 
-    def __init__(self, db: StateDB, config: Config) -> None:
+    def __init__(self, db: StateDB, config: Config, lock: StateLock | None = None) -> None:
         self.db = db
+        # Held while this daemon owns state_dir (None: a caller that owns it already).
+        self._lock = lock
         self.sessions = SessionStore(db)
         self.journal = JournalStore(db, config.journal_max_results, config.journal_max_ids)
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="state")
@@ -151,3 +154,5 @@ class Durable:
         self._closed = True
         self._writer.shutdown(wait=True)
         self.db.close()
+        if self._lock is not None:
+            self._lock.release()
