@@ -126,7 +126,10 @@ for _request_type, _fn in (
 def op_read(agent: Agent, rid: int, request: protocol.Read, body: bytes) -> None:
     def read(request: protocol.Read) -> Tuple[protocol.ReadReply, bytes]:
         reply, data = files.read(request, body)
-        return reply, agent.redactor.redact(data) if request.redact else data
+        if not request.redact:
+            return reply, data
+        # A read cut at its byte cap may end inside a secret: that piece goes too.
+        return reply, agent.redactor.redact(data, cut_after=reply.truncated)
 
     def run() -> Tuple[protocol.Message, bytes]:
         if not request.resolve:

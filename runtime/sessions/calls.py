@@ -11,14 +11,16 @@ turn) runs its read-only calls together and every other call alone, in order.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import os
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
+from runtime.agent.redact import Redactor, Stream
 from runtime.config import Config
 from runtime.errors import (
     BadRequest,
@@ -39,7 +41,7 @@ from runtime.sessions.fairness import FairStarts
 from runtime.sessions.manager import SessionManager
 from runtime.sessions.session import Session
 from runtime.tools.base import Baseline, Tool, ToolContext
-from runtime.tools.output import fit_output, without_surrogates
+from runtime.tools.output import fit_output, redacted, without_surrogates
 from runtime.tools.registry import Registry
 
 log = logging.getLogger(__name__)
@@ -140,15 +142,17 @@ class Calls:
         # Hosts the proxy refuses during the call are listed in its result.
         egress, mark = self._manager.egress, self._manager.egress.mark(session.id)
         try:
-            output = await self._run(session, call, on_output, resume)
+            with _redacted_chunks(session.redactor, on_output) as chunks:
+                output = await self._run(session, call, chunks, resume)
             output.update(egress.report_since(session.id, mark))
-            result = ToolResult(call.id, self._deliverable(output))
+            result = ToolResult(call.id, self._deliverable(output, session.redactor))
         except ToolFailure as failure:
             if isinstance(failure, SandboxLost):
                 self._lose(session, failure.message)
             failure.output.update(egress.report_since(session.id, mark))
-            failure.output = self._deliverable(failure.output)
-            failure.message, _ = without_surrogates(failure.message)
+            failure.output = self._deliverable(failure.output, session.redactor)
+            message, _ = without_surrogates(failure.message)
+            failure.message = redacted(message, session.redactor)
             result = ToolResult.failed(call.id, failure)
         except DaemonStopping:
             raise  # not an outcome: the next daemon answers the retry
@@ -170,14 +174,21 @@ class Calls:
         )
         return result
 
-    def _deliverable(self, output: dict[str, Any]) -> dict[str, Any]:
-        """`output` as it can be sent: within the result cap, and valid Unicode
-        (text from the sandbox that was not UTF-8 gets U+FFFD), so every call
-        gets a result that encodes."""
+    def _deliverable(self, output: dict[str, Any], redactor: Redactor) -> dict[str, Any]:
+        """`output` as it can be sent: valid Unicode (text from the sandbox
+        that was not UTF-8 gets U+FFFD), without the session's secrets, and
+        within the result cap, so every call gets a result that encodes.
+
+        This is where the result leaves for the journal, the client, the
+        audit and the logs: every string in it is redacted here (names, link
+        targets, paths, notes, messages), whatever tool built it."""
         output, replaced = without_surrogates(output)
         if replaced:
             output["invalid_utf8_replaced"] = True
-        return fit_output(output, self._config.result_cap_bytes)
+        output = redacted(output, redactor)
+        fitted = fit_output(output, self._config.result_cap_bytes)
+        # A cut out of the middle may join the two halves of a secret.
+        return output if fitted is output else redacted(fitted, redactor)
 
     def _lose(self, session: Session, reason: str) -> None:
         """The sandbox died under a call: close the session in the background.
@@ -334,3 +345,29 @@ class Calls:
         except SessionNotFound:
             lost = SandboxLost("the session was closed before this call could run")
             return ToolResult.failed(call.id, lost)
+
+
+@contextlib.contextmanager
+def _redacted_chunks(
+    redactor: Redactor, on_output: Callable[[str, bytes], None] | None
+) -> Iterator[Callable[[str, bytes], None] | None]:
+    """`on_output` behind the session's redaction: streamed chunks leave the
+    daemon here, one stream per name (a secret split across chunks is held
+    until it can be told apart); what is held goes out, redacted, at the end."""
+    if on_output is None or redactor.regex is None:
+        yield on_output
+        return
+    sink = on_output
+    streams: dict[str, Stream] = {}
+
+    def redacting(name: str, data: bytes) -> None:
+        stream = streams.setdefault(name, redactor.stream())
+        if kept := stream.feed(data):
+            sink(name, kept)
+
+    try:
+        yield redacting
+    finally:
+        for name, stream in streams.items():
+            if rest := stream.flush():
+                sink(name, rest)
