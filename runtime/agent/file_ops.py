@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, Tuple, Type
 from . import budget, files, flow, protocol, records
 from .ops import operation
 from .protocol import INVALID_ARGUMENTS
+from .redact import Redactor
 
 if TYPE_CHECKING:
     from .loop import Agent
@@ -172,7 +173,8 @@ def op_archive(agent: Agent, rid: int, request: protocol.Archive, body: bytes) -
     def run() -> Tuple[protocol.Message, bytes]:
         from . import pack
 
-        return pack.archive(request, emit, agent.redactor), b""
+        redactor = agent.redactor if request.redact else Redactor()
+        return pack.archive(request, emit, redactor), b""
 
     serve(agent, rid, request.deadline_s, run, streams=True)
 
