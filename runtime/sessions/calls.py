@@ -147,12 +147,12 @@ class Calls:
             output.update(egress.report_since(session.id, mark))
             result = ToolResult(call.id, self._deliverable(output, session.redactor))
         except ToolFailure as failure:
+            message, _ = without_surrogates(failure.message)
+            failure.message = redacted(message, session.redactor)
             if isinstance(failure, SandboxLost):
                 self._lose(session, failure.message)
             failure.output.update(egress.report_since(session.id, mark))
             failure.output = self._deliverable(failure.output, session.redactor)
-            message, _ = without_surrogates(failure.message)
-            failure.message = redacted(message, session.redactor)
             result = ToolResult.failed(call.id, failure)
         except DaemonStopping:
             raise  # not an outcome: the next daemon answers the retry

@@ -8,8 +8,10 @@ value after a suite of such calls and a restart."""
 from __future__ import annotations
 
 import functools
+import io
 import json
 import logging
+import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -229,3 +231,13 @@ def test_nothing_a_daemon_writes_holds_a_value(restartable, tmp_path, caplog, ca
     assert_holds_no_value(tmp_path, journaled=False)
     out, err = capfd.readouterr()
     assert not leaks(caplog.text + out + err)
+
+
+def test_a_download_is_the_files_as_they_are_but_text_redacted(session):
+    # README, Downloads: names and binary files are the client's exact copy.
+    assert session.shell(NAMES + '; printf "k=%s\\n" "$API_KEY" > /workspace/t.txt').ok
+    with tarfile.open(fileobj=io.BytesIO(session.download(["/workspace"]))) as tar:
+        members = {m.name: m for m in tar.getmembers()}
+        text = tar.extractfile(members["workspace/t.txt"]).read()
+    assert f"workspace/f-{KEY}" in members and members["workspace/l2"].linkname == f"/etc/{KEY}"
+    assert text == f"k={KEY_MARK}\n".encode()
