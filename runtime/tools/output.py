@@ -44,17 +44,16 @@ def render_stream(
     dropped = total - len(head) - len(tail)
     text_head, bad_head = _decode(head)
     text_tail, bad_tail = _decode(tail)
-    cut = dropped > 0
-    text_head = redactor.redact_text(strip_ansi(text_head), cut_after=cut)
-    text_tail = redactor.redact_text(strip_ansi(text_tail), cut_before=cut)
-    if cut:
-        lines = dropped_lines
-        marker = (
-            f"\n[... {dropped} bytes ({lines} lines) dropped; kept the first {len(head)} "
-            f"and the last {len(tail)} bytes ...]\n"
-        )
-        return text_head + marker + text_tail, bad_head or bad_tail
-    return redactor.redact_text(text_head + text_tail), bad_head or bad_tail
+    bad = bad_head or bad_tail
+    if dropped <= 0:
+        return redactor.redact_text(strip_ansi(text_head + text_tail)), bad
+    marker = (
+        f"\n[... {dropped} bytes ({dropped_lines} lines) dropped; kept the first {len(head)} "
+        f"and the last {len(tail)} bytes ...]\n"
+    )
+    text_head = redactor.redact_text(strip_ansi(text_head), cut_after=True)
+    text_tail = redactor.redact_text(strip_ansi(text_tail), cut_before=True)
+    return text_head + marker + text_tail, bad
 
 
 def _middle_cut(text: str, keep: int) -> str:
