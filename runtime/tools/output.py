@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
-from runtime.agent.redact import Redactor
+from runtime.agent.redact import Redactor, Stream
 from runtime.models import encode_json
 
 # What a session without secrets redacts: nothing.
@@ -132,3 +133,30 @@ def fit_output(output: dict[str, Any], cap: int) -> dict[str, Any]:
         if encoded <= cap:
             break
     return fitted
+
+
+@contextlib.contextmanager
+def redacted_chunks(
+    redactor: Redactor, on_output: Callable[[str, bytes], None] | None
+) -> Iterator[Callable[[str, bytes], None] | None]:
+    """`on_output` behind the session's redaction (the per-call path wraps
+    ExecuteStream's sink in it: streamed chunks leave the daemon through it),
+    one stream per name (a secret split across chunks is held
+    until it can be told apart); what is held goes out, redacted, at the end."""
+    if on_output is None or redactor.regex is None:
+        yield on_output
+        return
+    sink = on_output
+    streams: dict[str, Stream] = {}
+
+    def redacting(name: str, data: bytes) -> None:
+        stream = streams.setdefault(name, redactor.stream())
+        if kept := stream.feed(data):
+            sink(name, kept)
+
+    try:
+        yield redacting
+    finally:
+        for name, stream in streams.items():
+            if rest := stream.flush():
+                sink(name, rest)
