@@ -458,6 +458,9 @@ class Archive(Message):
     max_bytes: int = 1 << 34
     deadline_s: float = FILE_OP_SECONDS
     window: int = WINDOW_CHUNKS
+    # Replace the session's secrets in text files (off for snapshots: the
+    # daemon refuses one holding a secret rather than store rewritten files).
+    redact: bool = True
 
 
 @records.record
