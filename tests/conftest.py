@@ -27,6 +27,7 @@ import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import docker
@@ -210,6 +211,28 @@ def make_daemon(request: pytest.FixtureRequest, sandbox_backend: str) -> Iterato
         process.kill()
     if leaked:
         pytest.fail(f"sandboxes left behind after the daemon stopped: {leaked}")
+
+
+@pytest.fixture
+def instance(tmp_path: Path, docker_client: Any) -> Iterator[Any]:
+    """start(): a daemon of one instance and state_dir (shutdown "keep"); all
+    its containers are removed at the end."""
+    name = f"test-restart-{uuid.uuid4().hex[:8]}"
+    started: list[RunningDaemon] = []
+
+    def start(**overrides: Any) -> RunningDaemon:
+        values = {"instance": name, "state_dir": str(tmp_path), "shutdown": "keep"}
+        values.update(overrides)
+        running = start_daemon(config_for_test(**values))
+        started.append(running)
+        return running
+
+    yield start
+    for running in started:
+        if running.thread.is_alive():
+            running.stop()
+    for container in containers_of(docker_client, name):
+        container.remove(force=True)
 
 
 @pytest.fixture
