@@ -398,7 +398,3 @@ class FakeBackend(SandboxBackend):
     async def close(self) -> None:
         """Nothing to release: sandboxes outlive a core like containers do
         (a daemon with shutdown = "close" removed its sessions already)."""
-
-
-def _conforms(backend: FakeBackend) -> SandboxBackend:
-    return backend  # mypy checks here that FakeBackend is a SandboxBackend

@@ -199,7 +199,3 @@ class LocalBackend(SandboxBackend):
 
     async def close(self) -> None:
         await self.reap_owned()
-
-
-def _conforms(backend: LocalBackend) -> SandboxBackend:
-    return backend  # mypy checks here that LocalBackend is a SandboxBackend

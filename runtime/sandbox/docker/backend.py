@@ -356,7 +356,3 @@ class DockerBackend(SandboxBackend):
         self._executor.shutdown(wait=False, cancel_futures=True)
         if self._client is not None:
             self._client.close()
-
-
-def _conforms(backend: DockerBackend) -> SandboxBackend:
-    return backend  # mypy checks here that DockerBackend is a SandboxBackend
