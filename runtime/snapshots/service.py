@@ -33,6 +33,7 @@ from runtime.errors import BadRequest, EngineUnavailable, SnapshotRefused, State
 from runtime.observability.metrics import SOURCE_FORK, SOURCE_SNAPSHOT, Metrics
 from runtime.policy.allowlist import Allowlist
 from runtime.sessions.manager import SessionManager, SessionRequest
+from runtime.sessions.records import tool_state_json, wall_of
 from runtime.sessions.session import Session
 from runtime.sessions.transfers import as_request_errors, session_activity
 from runtime.snapshots.archive import area_name, capture, restore_chunks
@@ -201,8 +202,20 @@ class Snapshots:
             log.warning("session %s: no start snapshot (%s)", session.id, exc)
             session.tool_state.start_snapshot = None
             session.tool_state.start_why = str(exc)
+        else:
+            session.tool_state.start_snapshot = start.id
+        await self._keep_start(session)
+
+    async def _keep_start(self, session: Session) -> None:
+        """Store what `started` recorded, so that a restarted daemon's
+        workspace_diff compares with the same start (the session's record was
+        written before its start snapshot was taken)."""
+        if self._durable is None:
             return
-        session.tool_state.start_snapshot = start.id
+        with contextlib.suppress(StateUnavailable):  # kept with the next call's record
+            await self._durable.touch_session(
+                session.id, session.calls, wall_of(session.last_used), tool_state_json(session)
+            )
 
     async def baseline(
         self, session: Session, since: str
@@ -315,6 +328,7 @@ class Snapshots:
                 start = self._new(session, "", START, entries, snapshot.source)
                 await asyncio.to_thread(self.store.copy, start, entries)
             session.tool_state.start_snapshot = start.id
+            await self._keep_start(session)
         except BaseException:
             with contextlib.suppress(Exception):
                 await self._manager.close(tenant, session.id)

@@ -17,6 +17,8 @@ from runtime.policy.allowlist import PathPolicy
 
 HOME = WORKSPACE
 STATE_KEY = "shell"
+# workspace_diff's "start" in a stored record.
+START_KEY = "start"
 # Variables that make every later shell run code or change its options before
 # the command: an export of them is for its own call, never kept.
 STARTUP_VARS = frozenset({"BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "BASH_XTRACEFD", "PS4"})
@@ -122,19 +124,29 @@ def dump_tool_state(state: ToolState) -> dict[str, object]:
             "cwd": shell.cwd,
             "env_set": dict(shell.env_set),
             "env_unset": sorted(shell.env_unset),
-        }
+        },
+        START_KEY: {"snapshot": state.start_snapshot, "why": state.start_why},
     }
 
 
 def load_tool_state(data: dict[str, object]) -> ToolState:
     """`dump_tool_state` undone (a re-adopted session's shell goes on where it was)."""
+    state = ToolState()
     shell = data.get(STATE_KEY)
-    if not isinstance(shell, dict):
-        return ToolState()
-    return ToolState(
-        ShellState(
+    if isinstance(shell, dict):
+        state.shell = ShellState(
             cwd=str(shell.get("cwd") or HOME),
             env_set={str(k): str(v) for k, v in dict(shell.get("env_set") or {}).items()},
             env_unset={str(k) for k in list(shell.get("env_unset") or [])},
         )
-    )
+    start = data.get(START_KEY)
+    if isinstance(start, dict):
+        # A record from before the start was kept has none: the start is then
+        # unknown, which workspace_diff says, rather than an empty workspace.
+        snapshot = start.get("snapshot")
+        state.start_snapshot = snapshot if isinstance(snapshot, str) else None
+        state.start_why = str(start.get("why") or "")
+    elif isinstance(shell, dict):
+        state.start_snapshot = None
+        state.start_why = "the session was adopted from a daemon that did not keep its start"
+    return state

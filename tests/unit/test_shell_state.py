@@ -213,6 +213,11 @@ def test_the_shell_state_a_session_keeps_survives_its_record():
 
     kept = ToolState(ShellState("/workspace/src", {"A": "1"}, {"HOME"}), start_snapshot="snap_x")
     again = load_tool_state(json.loads(json.dumps(dump_tool_state(kept))))
-    assert again.shell == kept.shell
-    # The start snapshot is the snapshots' own (not in the session's record).
+    assert again == kept
+    failed = ToolState(start_snapshot=None, start_why="shares.snapshot_space")
+    assert load_tool_state(json.loads(json.dumps(dump_tool_state(failed)))) == failed
     assert load_tool_state({}) == ToolState()
+    # A record stored before the start was kept: the start is unknown (so
+    # workspace_diff says so), not an empty workspace.
+    older = load_tool_state({"shell": {"cwd": "/workspace"}})
+    assert older.start_snapshot is None and "did not keep its start" in older.start_why
