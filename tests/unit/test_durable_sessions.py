@@ -4,9 +4,9 @@ outlive a core like containers do, so a second core re-adopts them)."""
 from __future__ import annotations
 
 import asyncio
-import threading
 import io
 import tarfile
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
