@@ -3,10 +3,11 @@
     bench/.venv/bin/python -m bench.run [--quick] [--only tenants]
 
 Prints the latency table, the targets as ratios (misses marked), and the
-concurrency curve; writes bench/results/latest.{md,json}, curve.png, and the
-README's Benchmarks section. The identity figures (bench/tenants.py) also go
-to bench/results/tenants.{md,json}; `--only tenants` measures just those and
-replaces just their part of the README. runc and runsc side by side
+concurrency curve; writes bench/results/latest.{md,json}, curve.png, every
+table into docs/benchmarks.md and a few headline ratios into README.md. The
+identity figures (bench/tenants.py) also go to bench/results/tenants.{md,json};
+`--only tenants` measures just those and replaces just their part of
+docs/benchmarks.md. runc and runsc side by side
 (bench/runtimes.py) also go to bench/results/runtimes.{md,json}; `--only
 runtimes` measures just those. Removes every container it started.
 """
@@ -33,6 +34,9 @@ from bench.stats import Sample, interleave
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
+# Where the tables land (between report's markers), and the README's summary.
+DOCS_PAGE = ROOT / "docs" / "benchmarks.md"
+README = ROOT / "README.md"
 CURVE = (1, 4, 16, 64)
 # The throughput target's shape, toolrt and exec_run alike: sessions (containers)
 # and concurrent callers in each.
@@ -177,10 +181,10 @@ def only_tenants(args: argparse.Namespace, instance: str, log_path: str) -> int:
     command = "make bench BENCH_ARGS='--only tenants" + (" --quick'" if args.quick else "'")
     markdown = "\n".join(identity(s, machine(), args.quick, command))
     print("\n" + markdown)
-    if not args.no_readme and not report.splice_readme(
-        ROOT / "README.md", markdown, report.TENANTS_START, report.TENANTS_END
+    if not args.no_docs and not report.splice(
+        DOCS_PAGE, markdown, report.TENANTS_START, report.TENANTS_END
     ):
-        print("README.md has no identity markers: left alone", file=sys.stderr)
+        print(f"{DOCS_PAGE} has no identity markers: left alone", file=sys.stderr)
     return 0
 
 
@@ -208,21 +212,21 @@ def only_snapshots(args: argparse.Namespace, instance: str, log_path: str) -> in
     command = "make bench BENCH_ARGS='--only snapshots" + (" --quick'" if args.quick else "'")
     markdown = snapshot_figures(s, machine(), args.quick, command)
     print("\n" + markdown)
-    if not args.no_readme and not report.splice_readme(
-        ROOT / "README.md", markdown, snapshots.README_START, snapshots.README_END
-    ):
-        print("README.md has no snapshots markers: left alone", file=sys.stderr)
+    if not args.no_docs and not report.splice(DOCS_PAGE, markdown, snapshots.START, snapshots.END):
+        print(f"{DOCS_PAGE} has no snapshots markers: left alone", file=sys.stderr)
     return 0
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer samples (~2 minutes)")
-    parser.add_argument("--no-readme", action="store_true", help="leave README.md alone")
+    parser.add_argument(
+        "--no-docs", action="store_true", help="leave README.md and docs/benchmarks.md alone"
+    )
     parser.add_argument(
         "--only",
         choices=["tenants", "snapshots", "runtimes"],
-        help="just this section (its part of the README; runtimes: no README)",
+        help="just this section (its part of docs/benchmarks.md; runtimes: none)",
     )
     args = parser.parse_args()
     quick = args.quick
@@ -398,15 +402,15 @@ def main() -> int:
         *runtimes_section(by_runtime, host, quick),
     ]
     if drew:
-        md += ["", "![latency and throughput by concurrent sessions](bench/results/curve.png)"]
+        md += ["", "![latency and throughput by concurrent sessions](../bench/results/curve.png)"]
     command = "make bench" + (" BENCH_ARGS=--quick" if quick else "")
     md += ["", report.TENANTS_START, *identity(ident, host, quick, command), report.TENANTS_END]
     snap_md = snapshot_figures(snaps, host, quick, command)
-    md += ["", snapshots.README_START, snap_md, snapshots.README_END]
+    md += ["", snapshots.START, snap_md, snapshots.END]
     markdown = "\n".join(md)
     print("\n" + markdown)
-    # latest.md sits beside the plot; the README links it from the root.
-    (RESULTS / "latest.md").write_text(markdown.replace("](bench/results/", "](") + "\n")
+    # latest.md sits beside the plot; docs/benchmarks.md links it from docs/.
+    (RESULTS / "latest.md").write_text(markdown.replace("](../bench/results/", "](") + "\n")
     (RESULTS / "latest.json").write_text(
         json.dumps(
             {
@@ -424,8 +428,11 @@ def main() -> int:
             indent=1,
         )
     )
-    if not args.no_readme:
-        report.splice_readme(ROOT / "README.md", markdown)
+    if not args.no_docs:
+        report.splice(DOCS_PAGE, markdown)
+        measured = f"Measured by `{command}` on {host['date']} ({host['cpus']} CPUs)."
+        summary = report.headline(found, NAMES, measured)
+        report.splice(README, "\n".join(summary), report.HEADLINE_START, report.HEADLINE_END)
     return 0
 
 

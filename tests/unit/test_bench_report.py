@@ -98,7 +98,15 @@ def test_target_table_names_the_baselines() -> None:
 
 
 def test_splice_replaces_only_between_the_markers(tmp_path: Path) -> None:
-    readme = tmp_path / "README.md"
-    readme.write_text(f"head\n{report.README_START}\nold\n{report.README_END}\ntail\n")
-    assert report.splice_readme(readme, "new")
-    assert readme.read_text() == f"head\n{report.README_START}\nnew\n{report.README_END}\ntail\n"
+    page = tmp_path / "benchmarks.md"
+    page.write_text(f"head\n{report.BENCH_START}\nold\n{report.BENCH_END}\ntail\n")
+    assert report.splice(page, "new")
+    assert page.read_text() == f"head\n{report.BENCH_START}\nnew\n{report.BENCH_END}\ntail\n"
+
+
+def test_the_readme_headline_keeps_a_few_ratios_in_their_order() -> None:
+    lines = report.headline(report.checks(_run(), EXTRA), NAMES, "Measured today.")
+    assert lines[0] == "Measured today."
+    rows = [line for line in lines if line.startswith("| ") and "measured" not in line]
+    assert len(rows) == len(report.HEADLINE)
+    assert rows[0].startswith("| Execute shell true vs SDK exec_run (p50, x faster) | 30 |")
