@@ -7,7 +7,9 @@ concurrency curve; writes bench/results/latest.{md,json}, curve.png, every
 table into docs/benchmarks.md and a few headline ratios into README.md. The
 identity figures (bench/tenants.py) also go to bench/results/tenants.{md,json};
 `--only tenants` measures just those and replaces just their part of
-docs/benchmarks.md. runc and runsc side by side
+docs/benchmarks.md; so do the exhaustion figures (bench/exhaustion.py, one
+tenant exhausting a shared resource beside another's calls) with `--only
+exhaustion`. runc and runsc side by side
 (bench/runtimes.py) also go to bench/results/runtimes.{md,json}; `--only
 runtimes` measures just those. Removes every container it started.
 """
@@ -25,10 +27,11 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import docker
 
-from bench import operations, ours, report, runtimes, snapshots, tenants
+from bench import exhaustion, operations, ours, report, runtimes, snapshots, tenants
 from bench.baselines import Baselines
 from bench.stats import Sample, interleave
 
@@ -41,6 +44,8 @@ CURVE = (1, 4, 16, 64)
 # The throughput target's shape, toolrt and exec_run alike: sessions (containers)
 # and concurrent callers in each.
 THROUGHPUT = (8, 8)
+# What a section measured on its own returns.
+Found = TypeVar("Found")
 
 # Short names used in the target table.
 NAMES = {
@@ -155,12 +160,12 @@ def runtimes_section(s: dict[str, Sample], host: dict[str, str], quick: bool) ->
 
 
 def measured_alone(
-    measure: Callable[[str, str, bool, list[ours.Daemon]], dict[str, Sample]],
+    measure: Callable[[str, str, bool, list[ours.Daemon]], Found],
     args: argparse.Namespace,
     instance: str,
     log_path: str,
-) -> dict[str, Sample]:
-    """One section's samples (`--only`), every container it started removed."""
+) -> Found:
+    """One section's figures (`--only`), every container it started removed."""
     daemons: list[ours.Daemon] = []
     try:
         return measure(instance, log_path, args.quick, daemons)
@@ -168,6 +173,18 @@ def measured_alone(
         left = remove_containers(daemons)
         if left:
             print(f"removed {left} container(s) left by the run", file=sys.stderr)
+
+
+def only_command(args: argparse.Namespace, section: str) -> str:
+    return f"make bench BENCH_ARGS='--only {section}" + (" --quick'" if args.quick else "'")
+
+
+def splice_part(args: argparse.Namespace, markdown: str, start: str, end: str) -> int:
+    """Print a section measured on its own and replace its part of docs/benchmarks.md."""
+    print("\n" + markdown)
+    if not args.no_docs and not report.splice(DOCS_PAGE, markdown, start, end):
+        print(f"{DOCS_PAGE} has no {start} marker: left alone", file=sys.stderr)
+    return 0
 
 
 def only_runtimes(args: argparse.Namespace, instance: str, log_path: str) -> int:
@@ -178,14 +195,8 @@ def only_runtimes(args: argparse.Namespace, instance: str, log_path: str) -> int
 
 def only_tenants(args: argparse.Namespace, instance: str, log_path: str) -> int:
     s = measured_alone(tenants.measure, args, instance, log_path)
-    command = "make bench BENCH_ARGS='--only tenants" + (" --quick'" if args.quick else "'")
-    markdown = "\n".join(identity(s, machine(), args.quick, command))
-    print("\n" + markdown)
-    if not args.no_docs and not report.splice(
-        DOCS_PAGE, markdown, report.TENANTS_START, report.TENANTS_END
-    ):
-        print(f"{DOCS_PAGE} has no identity markers: left alone", file=sys.stderr)
-    return 0
+    markdown = "\n".join(identity(s, machine(), args.quick, only_command(args, "tenants")))
+    return splice_part(args, markdown, report.TENANTS_START, report.TENANTS_END)
 
 
 def snapshot_figures(s: dict[str, Sample], host: dict[str, str], quick: bool, command: str) -> str:
@@ -202,19 +213,30 @@ def snapshot_figures(s: dict[str, Sample], host: dict[str, str], quick: bool, co
 
 
 def only_snapshots(args: argparse.Namespace, instance: str, log_path: str) -> int:
-    daemons: list[ours.Daemon] = []
-    try:
-        s = snapshots.measure(instance, log_path, args.quick, daemons)
-    finally:
-        left = remove_containers(daemons)
-        if left:
-            print(f"removed {left} container(s) left by the run", file=sys.stderr)
-    command = "make bench BENCH_ARGS='--only snapshots" + (" --quick'" if args.quick else "'")
-    markdown = snapshot_figures(s, machine(), args.quick, command)
-    print("\n" + markdown)
-    if not args.no_docs and not report.splice(DOCS_PAGE, markdown, snapshots.START, snapshots.END):
-        print(f"{DOCS_PAGE} has no snapshots markers: left alone", file=sys.stderr)
-    return 0
+    s = measured_alone(snapshots.measure, args, instance, log_path)
+    markdown = snapshot_figures(s, machine(), args.quick, only_command(args, "snapshots"))
+    return splice_part(args, markdown, snapshots.START, snapshots.END)
+
+
+def exhaustion_figures(
+    found: dict[str, exhaustion.Outcome], host: dict[str, str], quick: bool, command: str
+) -> str:
+    """The exhaustion section; also written to bench/results/exhaustion.{md,json}."""
+    measured = f"Measured by `{command}` on {machine_line(host, quick)}."
+    md = "\n".join(exhaustion.section(found, measured))
+    (RESULTS / "exhaustion.md").write_text(md + "\n")
+    (RESULTS / "exhaustion.json").write_text(
+        json.dumps(
+            {"machine": host, "quick": quick, "attempts": exhaustion.as_json(found)}, indent=1
+        )
+    )
+    return md
+
+
+def only_exhaustion(args: argparse.Namespace, instance: str, log_path: str) -> int:
+    found = measured_alone(exhaustion.measure, args, instance, log_path)
+    markdown = exhaustion_figures(found, machine(), args.quick, only_command(args, "exhaustion"))
+    return splice_part(args, markdown, exhaustion.START, exhaustion.END)
 
 
 def main() -> int:
@@ -225,7 +247,7 @@ def main() -> int:
     )
     parser.add_argument(
         "--only",
-        choices=["tenants", "snapshots", "runtimes"],
+        choices=["tenants", "snapshots", "runtimes", "exhaustion"],
         help="just this section (its part of docs/benchmarks.md; runtimes: none)",
     )
     args = parser.parse_args()
@@ -241,6 +263,8 @@ def main() -> int:
         return only_snapshots(args, instance, log_path)
     if args.only == "runtimes":
         return only_runtimes(args, instance, log_path)
+    if args.only == "exhaustion":
+        return only_exhaustion(args, instance, log_path)
     base = Baselines(instance, quick)
     s: dict[str, Sample] = {}
     extra: dict[str, int] = {}
@@ -322,6 +346,8 @@ def main() -> int:
         ident = tenants.measure(instance, log_path, quick, daemons)
         step("snapshots, forks and restores vs download + create + upload")
         snaps = snapshots.measure(instance, log_path, quick, daemons)
+        step("exhaustion: one tenant exhausting a shared resource, another's calls beside")
+        exhausted = exhaustion.measure(instance, log_path, quick, daemons)
         step("toolrt: runc and runsc side by side")
         by_runtime = runtimes.measure(instance, log_path, quick, daemons)
         step("toolrt: metrics and tracing off and on, interleaved")
@@ -407,6 +433,8 @@ def main() -> int:
     md += ["", report.TENANTS_START, *identity(ident, host, quick, command), report.TENANTS_END]
     snap_md = snapshot_figures(snaps, host, quick, command)
     md += ["", snapshots.START, snap_md, snapshots.END]
+    ex_md = exhaustion_figures(exhausted, host, quick, command)
+    md += ["", exhaustion.START, ex_md, exhaustion.END]
     markdown = "\n".join(md)
     print("\n" + markdown)
     # latest.md sits beside the plot; docs/benchmarks.md links it from docs/.

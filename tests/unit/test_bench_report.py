@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import report
+from bench import exhaustion, report
 from bench.run import NAMES
 from bench.stats import Sample
 
@@ -110,3 +110,32 @@ def test_the_readme_headline_keeps_a_few_ratios_in_their_order() -> None:
     rows = [line for line in lines if line.startswith("| ") and "measured" not in line]
     assert len(rows) == len(report.HEADLINE)
     assert rows[0].startswith("| Execute shell true vs SDK exec_run (p50, x faster) | 30 |")
+
+
+def test_exhaustion_rows_give_bob_beside_alice_as_ratios_to_alone() -> None:
+    found = {
+        "transfers": exhaustion.Outcome(
+            alone=_sample("bob alone", 5),
+            beside=Sample("bob beside", times=[10 * MS] * 4, failures=2, note="UNAVAILABLE"),
+            alice={"ok": 3, "RESOURCE_EXHAUSTED": 17},
+            transfers=Sample("bob transfers", failures=1, note="DEADLINE_EXCEEDED"),
+        ),
+        "large_args": exhaustion.Outcome(
+            alone=_sample("bob alone", 5),
+            beside=_sample("bob beside", 5),
+            alice="RuntimeError: the attacker could not start",
+        ),
+    }
+    rows = [line for line in exhaustion.section(found, "Measured today.") if line.startswith("| ")]
+    transfers, large = rows[1], rows[2]
+    assert transfers.startswith(f"| {exhaustion.Transfers.label} | 5.0 | 10.0 | 2.00 |")
+    assert "| 2 (UNAVAILABLE) | RESOURCE_EXHAUSTED 17, ok 3 |" in transfers
+    assert "1 failed (DEADLINE_EXCEEDED)" in transfers
+    # An attacker that failed says why instead of counts; the ratios still show.
+    assert "| 1.00 |" in large and "RuntimeError: the attacker could not start" in large
+
+
+def test_exhaustion_quick_plan_is_bounded_below_the_full_one() -> None:
+    quick, full = exhaustion.Plan.of(quick=True), exhaustion.Plan.of(quick=False)
+    assert quick.seconds < full.seconds
+    assert quick.snapshots * quick.blob_mib <= full.snapshots * full.blob_mib
