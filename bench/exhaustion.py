@@ -39,6 +39,8 @@ from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
 from runtime.client import Client, ToolrtRpcError
 
 MiB = 1 << 20
+# Longest alice may take to prepare (fill a workspace, open sessions).
+PREPARE_S = 300
 # The only pattern sessions may ask for: never resolved, as no call names it.
 NETWORK = '[network]\nallow_max = ["bench.invalid"]\n'
 NETWORK_ASK = {"network": pb.NetworkPolicy(allow=["bench.invalid"])}
@@ -404,27 +406,15 @@ def attempt_once(
         _bob_calls(d.client, bob.id, "warm-up", 10, never)
         alone = _bob_calls(d.client, bob.id, "bob shell true, alone", plan.bob_calls, never)
         alice.start()
-        first = out.get(timeout=600)
-        if first != "ready":
-            alice.join(60)
-            d.stop()
-            return Outcome(alone, Sample("bob shell true, beside alice"), alice=str(first))
-        gauges = Gauges(d)
-        ends = time.monotonic() + plan.seconds
-        over: Callable[[], bool] = lambda: time.monotonic() > ends  # noqa: E731
+        first = _next(out, alice, PREPARE_S)
         go.set()
-        probe: list[Sample] = []
-        prober = threading.Thread(
-            target=lambda: probe.append(_bob_transfers(d, tokens["bob"], over))
-        )
-        if name == "transfers":
-            prober.start()
-        beside = _bob_calls(d.client, bob.id, "bob shell true, beside alice", 100_000, over)
-        outcome = Outcome(alone, beside, gauges=gauges.finish())
-        if prober.is_alive() or probe:
-            prober.join(60)
-            outcome.transfers = probe[0] if probe else None
-        outcome.alice = _collect(out, alice, plan)
+        if first == "ready":
+            outcome = _beside(name, d, tokens["bob"], bob.id, plan, alone)
+            outcome.alice = _collect(out, alice, plan)
+        else:
+            _collect(out, alice, plan)  # her process ends, or is killed
+            why = first or f"alice was not ready within {PREPARE_S} s"
+            outcome = Outcome(alone, Sample("bob shell true, beside alice"), alice=str(why))
     for key, was in before.items():
         outcome.gauges[key.replace("daemon_", "daemon_before_")] = was
     audit_path = tmp / f"{instance}-{name}.audit.jsonl"
@@ -437,19 +427,45 @@ def attempt_once(
     return outcome
 
 
+def _beside(
+    name: str, d: ours.Daemon, token: str, session_id: str, plan: Plan, alone: Sample
+) -> Outcome:
+    """Bob's calls (and, beside stalled transfers, his own transfers) while alice attacks."""
+    gauges = Gauges(d)
+    ends = time.monotonic() + plan.seconds
+    over: Callable[[], bool] = lambda: time.monotonic() > ends  # noqa: E731
+    probe: list[Sample] = []
+    prober = threading.Thread(target=lambda: probe.append(_bob_transfers(d, token, over)))
+    if name == "transfers":
+        prober.start()
+    beside = _bob_calls(d.client, session_id, "bob shell true, beside alice", 100_000, over)
+    outcome = Outcome(alone, beside, gauges=gauges.finish())
+    if prober.is_alive() or probe:
+        prober.join(60)
+        outcome.transfers = probe[0] if probe else None
+    return outcome
+
+
+def _next(out: Any, alice: Any, seconds: float) -> Any:
+    """Alice's next message; None once her process ended without one, or after `seconds`."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            return out.get(timeout=1)
+        except queue.Empty:
+            if not alice.is_alive():
+                try:
+                    return out.get_nowait()
+                except queue.Empty:
+                    return None
+    return None
+
+
 def _collect(out: Any, alice: Any, plan: Plan) -> dict[str, int] | str:
     """Alice's report once she has cleaned up; a hung attacker is killed (its pid)."""
     seen: dict[str, int] | str = "no report"
     deadline = time.monotonic() + plan.seconds + 180
-    while time.monotonic() < deadline:
-        try:
-            message = out.get(timeout=1)
-        except queue.Empty:
-            if not alice.is_alive():
-                break
-            continue
-        if message == "done":
-            break
+    while (message := _next(out, alice, deadline - time.monotonic())) not in (None, "done"):
         seen = message
     alice.join(10)
     if alice.is_alive():

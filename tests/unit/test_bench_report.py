@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import queue
 from pathlib import Path
 
 import pytest
@@ -139,3 +140,22 @@ def test_exhaustion_quick_plan_is_bounded_below_the_full_one() -> None:
     quick, full = exhaustion.Plan.of(quick=True), exhaustion.Plan.of(quick=False)
     assert quick.seconds < full.seconds
     assert quick.snapshots * quick.blob_mib <= full.snapshots * full.blob_mib
+
+
+class _Ended:
+    """A process that has already ended."""
+
+    def is_alive(self) -> bool:
+        return False
+
+    def join(self, timeout: float | None = None) -> None:
+        pass
+
+
+def test_an_attacker_that_ends_without_its_report_is_not_waited_for() -> None:
+    out: queue.Queue[object] = queue.Queue()
+    plan = exhaustion.Plan.of(quick=True)
+    assert exhaustion._collect(out, _Ended(), plan) == "no report"
+    out.put({"ok": 2})
+    out.put("done")
+    assert exhaustion._collect(out, _Ended(), plan) == {"ok": 2}
