@@ -7,9 +7,8 @@ concurrency curve; writes bench/results/latest.{md,json}, curve.png, every
 table into docs/benchmarks.md and a few headline ratios into README.md. The
 identity figures (bench/tenants.py) also go to bench/results/tenants.{md,json};
 `--only tenants` measures just those and replaces just their part of
-docs/benchmarks.md; so do the exhaustion figures (bench/exhaustion.py, one
-tenant exhausting a shared resource beside another's calls) with `--only
-exhaustion`. runc and runsc side by side
+docs/benchmarks.md; so do another tenant's calls beside each attempt to
+exhaust a share (bench/shares.py) with `--only shares`. runc and runsc side by side
 (bench/runtimes.py) also go to bench/results/runtimes.{md,json}; `--only
 runtimes` measures just those. Removes every container it started.
 """
@@ -31,7 +30,7 @@ from typing import TypeVar
 
 import docker
 
-from bench import exhaustion, operations, ours, report, runtimes, snapshots, tenants
+from bench import operations, ours, report, runtimes, shares, snapshots, tenants
 from bench.baselines import Baselines
 from bench.stats import Sample, interleave
 
@@ -218,25 +217,23 @@ def only_snapshots(args: argparse.Namespace, instance: str, log_path: str) -> in
     return splice_part(args, markdown, snapshots.START, snapshots.END)
 
 
-def exhaustion_figures(
-    found: dict[str, exhaustion.Outcome], host: dict[str, str], quick: bool, command: str
+def share_figures(
+    found: dict[str, shares.Outcome], host: dict[str, str], quick: bool, command: str
 ) -> str:
-    """The exhaustion section; also written to bench/results/exhaustion.{md,json}."""
+    """The shares section; also written to bench/results/shares.{md,json}."""
     measured = f"Measured by `{command}` on {machine_line(host, quick)}."
-    md = "\n".join(exhaustion.section(found, measured))
-    (RESULTS / "exhaustion.md").write_text(md + "\n")
-    (RESULTS / "exhaustion.json").write_text(
-        json.dumps(
-            {"machine": host, "quick": quick, "attempts": exhaustion.as_json(found)}, indent=1
-        )
+    md = "\n".join(shares.section(found, measured))
+    (RESULTS / "shares.md").write_text(md + "\n")
+    (RESULTS / "shares.json").write_text(
+        json.dumps({"machine": host, "quick": quick, "attempts": shares.as_json(found)}, indent=1)
     )
     return md
 
 
-def only_exhaustion(args: argparse.Namespace, instance: str, log_path: str) -> int:
-    found = measured_alone(exhaustion.measure, args, instance, log_path)
-    markdown = exhaustion_figures(found, machine(), args.quick, only_command(args, "exhaustion"))
-    return splice_part(args, markdown, exhaustion.START, exhaustion.END)
+def only_shares(args: argparse.Namespace, instance: str, log_path: str) -> int:
+    found = measured_alone(shares.measure, args, instance, log_path)
+    markdown = share_figures(found, machine(), args.quick, only_command(args, "shares"))
+    return splice_part(args, markdown, shares.START, shares.END)
 
 
 def main() -> int:
@@ -247,7 +244,7 @@ def main() -> int:
     )
     parser.add_argument(
         "--only",
-        choices=["tenants", "snapshots", "runtimes", "exhaustion"],
+        choices=["tenants", "snapshots", "runtimes", "shares"],
         help="just this section (its part of docs/benchmarks.md; runtimes: none)",
     )
     args = parser.parse_args()
@@ -263,8 +260,8 @@ def main() -> int:
         return only_snapshots(args, instance, log_path)
     if args.only == "runtimes":
         return only_runtimes(args, instance, log_path)
-    if args.only == "exhaustion":
-        return only_exhaustion(args, instance, log_path)
+    if args.only == "shares":
+        return only_shares(args, instance, log_path)
     base = Baselines(instance, quick)
     s: dict[str, Sample] = {}
     extra: dict[str, int] = {}
@@ -346,8 +343,8 @@ def main() -> int:
         ident = tenants.measure(instance, log_path, quick, daemons)
         step("snapshots, forks and restores vs download + create + upload")
         snaps = snapshots.measure(instance, log_path, quick, daemons)
-        step("exhaustion: one tenant exhausting a shared resource, another's calls beside")
-        exhausted = exhaustion.measure(instance, log_path, quick, daemons)
+        step("shares: another tenant beside each attempt to exhaust one")
+        beside = shares.measure(instance, log_path, quick, daemons)
         step("toolrt: runc and runsc side by side")
         by_runtime = runtimes.measure(instance, log_path, quick, daemons)
         step("toolrt: metrics and tracing off and on, interleaved")
@@ -433,8 +430,8 @@ def main() -> int:
     md += ["", report.TENANTS_START, *identity(ident, host, quick, command), report.TENANTS_END]
     snap_md = snapshot_figures(snaps, host, quick, command)
     md += ["", snapshots.START, snap_md, snapshots.END]
-    ex_md = exhaustion_figures(exhausted, host, quick, command)
-    md += ["", exhaustion.START, ex_md, exhaustion.END]
+    share_md = share_figures(beside, host, quick, command)
+    md += ["", shares.START, share_md, shares.END]
     markdown = "\n".join(md)
     print("\n" + markdown)
     # latest.md sits beside the plot; docs/benchmarks.md links it from docs/.

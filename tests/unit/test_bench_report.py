@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import exhaustion, report
+from bench import report, shares
 from bench.run import NAMES
 from bench.stats import Sample
 
@@ -115,21 +115,21 @@ def test_the_readme_headline_keeps_a_few_ratios_in_their_order() -> None:
 
 def test_exhaustion_rows_give_bob_beside_alice_as_ratios_to_alone() -> None:
     found = {
-        "transfers": exhaustion.Outcome(
+        "transfers": shares.Outcome(
             alone=_sample("bob alone", 5),
             beside=Sample("bob beside", times=[10 * MS] * 4, failures=2, note="UNAVAILABLE"),
             alice={"ok": 3, "RESOURCE_EXHAUSTED": 17},
             transfers=Sample("bob transfers", failures=1, note="DEADLINE_EXCEEDED"),
         ),
-        "large_args": exhaustion.Outcome(
+        "large_args": shares.Outcome(
             alone=_sample("bob alone", 5),
             beside=_sample("bob beside", 5),
             alice="RuntimeError: the attacker could not start",
         ),
     }
-    rows = [line for line in exhaustion.section(found, "Measured today.") if line.startswith("| ")]
+    rows = [line for line in shares.section(found, "Measured today.") if line.startswith("| ")]
     transfers, large = rows[1], rows[2]
-    assert transfers.startswith(f"| {exhaustion.Transfers.label} | 5.0 | 10.0 | 2.00 |")
+    assert transfers.startswith(f"| {shares.Transfers.label} | 5.0 | 10.0 | 2.00 |")
     assert "| 2 (UNAVAILABLE) | RESOURCE_EXHAUSTED 17, ok 3 |" in transfers
     assert "1 failed (DEADLINE_EXCEEDED)" in transfers
     # An attacker that failed says why instead of counts; the ratios still show.
@@ -137,7 +137,7 @@ def test_exhaustion_rows_give_bob_beside_alice_as_ratios_to_alone() -> None:
 
 
 def test_exhaustion_quick_plan_is_bounded_below_the_full_one() -> None:
-    quick, full = exhaustion.Plan.of(quick=True), exhaustion.Plan.of(quick=False)
+    quick, full = shares.Plan.of(quick=True), shares.Plan.of(quick=False)
     assert quick.seconds < full.seconds
     assert quick.snapshots * quick.blob_mib <= full.snapshots * full.blob_mib
 
@@ -154,8 +154,8 @@ class _Ended:
 
 def test_an_attacker_that_ends_without_its_report_is_not_waited_for() -> None:
     out: queue.Queue[object] = queue.Queue()
-    plan = exhaustion.Plan.of(quick=True)
-    assert exhaustion._collect(out, _Ended(), plan) == "no report"
+    plan = shares.Plan.of(quick=True)
+    assert shares._collect(out, _Ended(), plan) == "no report"
     out.put({"ok": 2})
     out.put("done")
-    assert exhaustion._collect(out, _Ended(), plan) == {"ok": 2}
+    assert shares._collect(out, _Ended(), plan) == {"ok": 2}

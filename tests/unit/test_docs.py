@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import report, snapshots
+from bench import report, shares, snapshots
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
@@ -84,6 +84,7 @@ def test_the_readme_is_short_and_every_docs_page_is_one_click_away() -> None:
         (DOCS / "benchmarks.md", report.BENCH_START, report.BENCH_END),
         (DOCS / "benchmarks.md", report.TENANTS_START, report.TENANTS_END),
         (DOCS / "benchmarks.md", snapshots.START, snapshots.END),
+        (DOCS / "benchmarks.md", shares.START, shares.END),
     ],
 )
 def test_bench_finds_the_markers_it_writes_between(page: Path, start: str, end: str) -> None:

@@ -1,4 +1,4 @@
-"""One tenant exhausting a shared resource, another tenant's `shell true` beside it.
+"""Another tenant's `shell true` beside each attempt to exhaust a share, as ratios to alone.
 
 Each attempt runs on a daemon of its own (bench/ours.py: tenants bob and alice
 with tokens, an audit log, durable state; network egress offered where the
@@ -6,12 +6,15 @@ attempt needs a proxy). Tenant bob's sequential `shell true` is measured
 alone, then while tenant alice, in a spawned process of her own, exhausts one
 resource: the state disk, the audit log, the transfer slots, proxy
 connections, large arguments, `workspace_diff`. Every attempt is bounded in
-count and in time and stops by itself (its sandbox loops run under
-`timeout`); then alice closes what she opened, and the daemon is stopped.
+count and in time and stops by itself (its sandbox loops end after their
+seconds, under `timeout` too); then alice closes what she opened, and the
+daemon is stopped.
 
-Reported, not judged: it says what today's code does (a ratio near 1 and no
-failed call of bob's is the aim), and alice runs on the same few CPUs as bob
-and the daemon. The caller removes the daemons' containers by instance.
+Reported, not judged: a ratio near 1 and no failed call of bob's is the aim,
+and alice runs on the same few CPUs as bob and the daemon. The caller removes
+the daemons' containers by instance.
+
+    make bench BENCH_ARGS='--only shares [--quick]'     (and in every make bench)
 """
 
 from __future__ import annotations
@@ -41,11 +44,36 @@ from runtime.client import Client, ToolrtRpcError
 MiB = 1 << 20
 # Longest alice may take to prepare (fill a workspace, open sessions).
 PREPARE_S = 300
-# The only pattern sessions may ask for: never resolved, as no call names it.
-NETWORK = '[network]\nallow_max = ["bench.invalid"]\n'
-NETWORK_ASK = {"network": pb.NetworkPolicy(allow=["bench.invalid"])}
-# What the proxy refuses without resolving anything: a host outside the allowlist.
-REFUSED = "CONNECT denied.invalid:443 HTTP/1.1\r\nHost: denied.invalid:443\r\n\r\n"
+# Patterns sessions may ask for; .test names are never resolved, as no call
+# names an allowed one: the proxy refuses the others without a lookup.
+NETWORK = '[network]\nallow_max = ["*.test:*"]\n'
+NETWORK_ASK = {"network": pb.NetworkPolicy(allow=["web.test"])}
+# Run as `python3 loop.py SECONDS` in a sandbox (tests/docker/test_noisy_tenants.py too).
+# Connects the proxy refuses, each read to its end; prints how many.
+REFUSED_LOOP = r"""
+import socket, sys, time
+n, end = 0, time.time() + float(sys.argv[1])
+while time.time() < end:
+    s = socket.create_connection(("127.0.0.1", 3128), timeout=5)
+    s.sendall(b"CONNECT h%d.evil.test:80 HTTP/1.1\r\n\r\n" % (n % 20))
+    while s.recv(4096):
+        pass
+    s.close()
+    n += 1
+print("connections", n, flush=True)
+"""
+# Proxy connections opened and held (sending nothing), as many as will open.
+HOLD_LOOP = r"""
+import socket, sys, time
+held, failed, end = [], 0, time.time() + float(sys.argv[1])
+while time.time() < end:
+    try:
+        held.append(socket.create_connection(("127.0.0.1", 3128), timeout=2))
+    except OSError:
+        failed += 1
+        time.sleep(0.01)
+print("held", len(held), "failed", failed, flush=True)
+"""
 
 
 @dataclass
@@ -56,7 +84,6 @@ class Plan:
     bob_calls: int  # bob's calls alone, and at most beside the attempt
     snapshots: int  # state disk: snapshots of a fresh blob each
     blob_mib: int
-    connections: int  # audit and proxy: connections per flooding session
     uploads: int  # transfers: streams opened and stalled
     large_calls: int  # large arguments: calls per caller
     diff_files: int  # workspace_diff: 200 KiB text files in the workspace
@@ -65,8 +92,8 @@ class Plan:
     @classmethod
     def of(cls, quick: bool) -> Plan:
         if quick:
-            return cls(8, 40, 6, 4, 3000, 20, 4, 150, 6)
-        return cls(20, 150, 16, 4, 20000, 20, 20, 600, 30)
+            return cls(8, 40, 6, 4, 20, 4, 150, 6)
+        return cls(20, 150, 16, 4, 20, 20, 600, 30)
 
 
 # -- alice's side, in a process of her own ----------------------------------------
@@ -152,48 +179,31 @@ class StateDisk(Attempt):
             super().cleanup()
 
 
-def _connect_loop(count: int, seconds: float, keep: int) -> str:
-    """A sandbox command: up to `count` connections to the proxy. With `keep`,
-    each stays silent (the proxy waits for its request) and the newest `keep`
-    stay open; without, each asks for a refused host and reads the refusal.
-    Ends by itself."""
-    ask = f"        c.sendall({REFUSED!r}.encode()); c.recv(512); c.close()\n"
-    script = (
-        "import socket, collections\n"
-        f"held = collections.deque(maxlen={max(keep, 1)})\n"
-        f"for _ in range({count}):\n"
-        "    try:\n"
-        "        c = socket.create_connection(('127.0.0.1', 3128), timeout=5)\n"
-        + ("        held.append(c)\n" if keep else ask)
-        + "    except OSError:\n        pass\n"
-    )
-    return f"timeout {seconds:.0f} python3 -c {_quote(script)}"
-
-
-def _quote(text: str) -> str:
-    return "'" + text.replace("'", "'\\''") + "'"
-
-
 class Audit(Attempt):
-    label = "audit log: 3 sandboxes connecting to the proxy in a loop, each refused"
+    label = "audit log: 3 sandboxes looping connects the proxy refuses"
     toml = NETWORK
-    keep = 0
+    loop = REFUSED_LOOP
 
     def prepare(self) -> None:
         for _ in range(3):
-            self.session(**NETWORK_ASK)
+            session_id = self.session(**NETWORK_ASK)
+            written = self.client.call(
+                session_id, "write_file", {"path": "loop.py", "content": self.loop}
+            )
+            if not written.ok:
+                raise RuntimeError(written.error_message)
 
     def run(self, deadline: float) -> None:
-        seconds = deadline - time.monotonic()
-        command = _connect_loop(self.plan.connections, seconds, self.keep)
+        seconds = max(1, round(deadline - time.monotonic()))
+        command = f"timeout {seconds + 5} python3 loop.py {seconds}"
         for session_id in self.sessions:
-            self.count(lambda sid=session_id: self.shell(sid, command, background=True))
+            self.count(partial(self.shell, session_id, command, background=True))
         time.sleep(max(0.0, deadline - time.monotonic()))
 
 
 class ProxyConnections(Audit):
-    label = "proxy connections: 3 sandboxes opening connections, holding the newest 200"
-    keep = 200
+    label = "proxy connections: 3 sandboxes opening and holding every one they can"
+    loop = HOLD_LOOP
 
 
 class Transfers(Attempt):
@@ -488,8 +498,8 @@ def measure(
 
 
 # -- the report ----------------------------------------------------------------------
-START = "<!-- bench:exhaustion:start -->"
-END = "<!-- bench:exhaustion:end -->"
+START = "<!-- bench:shares:start -->"
+END = "<!-- bench:shares:end -->"
 
 
 def _ms(x: float) -> str:
@@ -520,14 +530,14 @@ GAUGES = {
 
 def section(found: dict[str, Outcome], measured: str) -> list[str]:
     lines = [
-        "### Exhaustion: one tenant's attempt, another tenant's `shell true` beside it",
+        "### Shares: another tenant beside each exhaustion attempt",
         "",
         measured,
         "",
         "Each attempt on a daemon of its own (two tenants with tokens, an audit log, "
         "durable state): tenant bob's sequential `shell true` alone, then while tenant "
         "alice, in a process of her own, exhausts one shared resource for a bounded "
-        "time and count (`bench/exhaustion.py`). Ratios are beside / alone; a failed "
+        "time and count (`bench/shares.py`). Ratios are beside / alone; a failed "
         "call of bob's is counted, not timed. Reported, not judged: alice runs on the "
         "same CPUs as bob and the daemon.",
         "",
