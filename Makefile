@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 ENGINE_STAMP := .engine-ok
 
-.PHONY: help venv proto proto-check floors engine helper image daemon-image run test test-runsc test-gvisor test-fast fuzz chaos lint bench clean
+.PHONY: help venv proto proto-check floors engine helper go agent test-agent fuzz-agent agent-proto-check image daemon-image run test test-runsc test-gvisor test-fast fuzz chaos lint bench clean
 
 help: ## list targets
 	@grep -hE '^[a-zA-Z0-9_.-]+:([^=].*)?## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -45,6 +45,39 @@ $(HELPER): runtime/agent/spawn.c
 	fi
 
 helper: $(HELPER) ## build the agent's native spawn helper
+
+# The static agent (static-agent/, Go, stdlib only): one binary with no libc
+# dependency, so it runs in any Linux image of the host's architecture.
+# Opt-in for now (config key `agent = "static"`); the Python agent stays the default.
+GO ?= go
+AGENT := runtime/agent/toolrt-agent
+AGENT_SOURCES := static-agent/go.mod $(shell find static-agent -name '*.go' -not -name '*_test.go' 2>/dev/null)
+AGENT_FUZZTIME ?= 30s
+
+go: ## make sure Debian's Go toolchain is installed (apt, as root, when missing)
+	@command -v $(GO) >/dev/null 2>&1 || bash scripts/ensure-go.sh
+
+$(AGENT): $(AGENT_SOURCES)
+	@command -v $(GO) >/dev/null 2>&1 || bash scripts/ensure-go.sh
+	cd static-agent && CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o ../$(AGENT) .
+	@echo "built $(AGENT) ($$(stat -c %s $(AGENT)) bytes)"
+
+agent: $(AGENT) $(HELPER) ## build the static agent (Go) beside the Python one; it starts commands through the C helper
+
+test-agent: go ## go vet and go test of the static agent (its codec against the golden frames)
+	cd static-agent && CGO_ENABLED=0 $(GO) vet ./... && CGO_ENABLED=0 $(GO) test ./...
+
+fuzz-agent: go ## fuzz the static agent's frame decoder for AGENT_FUZZTIME (default 30s)
+	cd static-agent && CGO_ENABLED=0 $(GO) test ./protocol -run '^$$' -fuzz FuzzDecoder -fuzztime $(AGENT_FUZZTIME)
+
+# protocol.py is the one definition of the agent's messages: the Go types and
+# the golden frames are generated from it and must be committed as generated.
+agent-proto-check: $(STAMP) go ## fail if static-agent/protocol differs from what runtime/static-agent/protocol.py generates
+	$(PY) scripts/gen_agent_protocol.py
+	$(PY) scripts/gen_agent_golden.py
+	git diff --exit-code -- static-agent/protocol
+	@new=$$(git ls-files --others --exclude-standard -- static-agent/protocol); \
+	if [ -n "$$new" ]; then echo "generated but not committed: $$new"; exit 1; fi
 
 image: $(STAMP) engine $(HELPER) ## build the default sandbox image if its recipe changed
 	$(VENV)/bin/toolrt image build
