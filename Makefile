@@ -54,11 +54,11 @@ AGENT := runtime/agent/toolrt-agent
 AGENT_SOURCES := static-agent/go.mod $(shell find static-agent -name '*.go' -not -name '*_test.go' 2>/dev/null)
 AGENT_FUZZTIME ?= 30s
 
-go: ## make sure Debian's Go toolchain is installed (apt, as root, when missing)
-	@command -v $(GO) >/dev/null 2>&1 || bash scripts/ensure-go.sh
+go: ## make sure Debian's golang-go and busybox-static are installed (apt, as root, when missing)
+	@bash scripts/ensure-agent-tools.sh
 
 $(AGENT): $(AGENT_SOURCES)
-	@command -v $(GO) >/dev/null 2>&1 || bash scripts/ensure-go.sh
+	@bash scripts/ensure-agent-tools.sh
 	cd static-agent && CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o ../$(AGENT) .
 	@echo "built $(AGENT) ($$(stat -c %s $(AGENT)) bytes)"
 
@@ -75,8 +75,8 @@ fuzz-agent: go ## fuzz the static agent's frame decoder for AGENT_FUZZTIME (defa
 agent-proto-check: $(STAMP) go ## fail if static-agent/protocol differs from what runtime/static-agent/protocol.py generates
 	$(PY) scripts/gen_agent_protocol.py
 	$(PY) scripts/gen_agent_golden.py
-	git diff --exit-code -- static-agent/protocol
-	@new=$$(git ls-files --others --exclude-standard -- static-agent/protocol); \
+	git diff --exit-code -- static-agent/protocol static-agent/testdata
+	@new=$$(git ls-files --others --exclude-standard -- static-agent/protocol static-agent/testdata); \
 	if [ -n "$$new" ]; then echo "generated but not committed: $$new"; exit 1; fi
 
 image: $(STAMP) engine $(HELPER) ## build the default sandbox image if its recipe changed
@@ -90,7 +90,7 @@ daemon-image: image ## the daemon's own container image (toolrt-daemon), offline
 run: image ## start the daemon in the foreground on 127.0.0.1:50051
 	$(VENV)/bin/toolrt serve $(ARGS)
 
-test: image ## the whole suite against the real Docker engine (the long chaos cases: make chaos)
+test: image agent ## the whole suite against the real Docker engine (the long chaos cases: make chaos)
 	$(PY) -m pytest -m "not chaos" $(PYTEST_ARGS)
 
 # The Docker suite again with every sandbox under gVisor (TOOLRT_TEST_RUNTIME=runsc;
@@ -99,7 +99,7 @@ test: image ## the whole suite against the real Docker engine (the long chaos ca
 # daemons (installed, or in the daemon image) run under the engine's default.
 # About 13-19 minutes on two shared cores. Without runsc registered in the
 # engine it says so loudly and passes: CI registers it (ensure-docker.sh).
-test-runsc: image ## tests/docker with every sandbox under gVisor (runsc); CI runs it after make test
+test-runsc: image agent ## tests/docker with every sandbox under gVisor (runsc); CI runs it after make test
 	@if ! docker info --format '{{json .Runtimes}}' 2>/dev/null | grep -q '"runsc"'; then \
 		echo '!!!!!!!! test-runsc SKIPPED: runsc is not registered with this Docker engine !!!!!!!!'; \
 		echo '!!!!!!!! (scripts/ensure-docker.sh as root installs and registers it)       !!!!!!!!'; \

@@ -5,7 +5,8 @@ For every message of runtime/static-agent/protocol.py, in static-agent/protocol/
   (non-ASCII text, an astral character, escapes, floats, nested messages);
 - `OP-defaults.frame`: the message with its defaults, and `OP-defaults.in`,
   a header naming only op, id and epoch, which must decode to it;
-- `bad-*.in`: frames both decoders must refuse.
+- `bad-*.in`: frames both decoders must refuse;
+and in static-agent/testdata the commands' syscall filter per architecture.
 
 The rule both sides test (tests/unit/test_agent_golden.py, `go test` in
 static-agent/protocol): NAME.frame decodes and encodes back to the same bytes;
@@ -26,9 +27,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from runtime.agent import protocol, records  # noqa: E402
+from runtime.agent import protocol, records, seccomp  # noqa: E402
 
 GOLDEN = ROOT / "static-agent" / "protocol" / "testdata" / "golden"
+# The commands' syscall filter (seccomp.py), per architecture.
+FILTERS = ROOT / "static-agent" / "testdata"
 TEXT = 'caf\u00e9 \U0001f600 "quoted" \\ \n\t\x01\x7f'
 
 
@@ -100,6 +103,9 @@ def main() -> int:
         (GOLDEN / f"{cls.OP}-defaults.in").write_bytes(frame(minimal))
     for name, data in BAD.items():
         (GOLDEN / f"bad-{name}.in").write_bytes(data)
+    FILTERS.mkdir(exist_ok=True)
+    for machine in seccomp.ARCHES:
+        (FILTERS / f"seccomp-{machine}.hex").write_text(seccomp.program(machine).hex() + "\n")
     print(f"wrote {len(list(GOLDEN.iterdir()))} files in {GOLDEN.relative_to(ROOT)}")
     return 0
 

@@ -335,6 +335,11 @@ func (e *encoder) stringMap(name string, values map[string]string, nullable bool
 
 func (e *encoder) message(name string, value fieldEncoder) {
 	e.key(name)
+	e.object(value)
+}
+
+// object writes a nested message as a JSON object of its own.
+func (e *encoder) object(value fieldEncoder) {
 	inner := &encoder{}
 	inner.buf.WriteByte('{')
 	value.encodeFields(inner)
@@ -364,11 +369,7 @@ func messageList[T any, P interface {
 		if i > 0 {
 			e.buf.WriteByte(',')
 		}
-		inner := &encoder{}
-		inner.buf.WriteByte('{')
-		P(&values[i]).encodeFields(inner)
-		inner.buf.WriteByte('}')
-		e.buf.Write(inner.buf.Bytes())
+		e.object(P(&values[i]))
 	}
 	e.buf.WriteByte(']')
 }

@@ -1,0 +1,115 @@
+"""The static agent (`agent = "static"`, static-agent/ in Go) in real sandboxes:
+on the default image, and on a BusyBox-only image without Python, built here
+offline from Debian's busybox-static (`make go` installs it)."""
+
+from __future__ import annotations
+
+import io
+import shutil
+import tarfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtime.sandbox.agent_dir import HELPER, STATIC_AGENT
+
+pytestmark = pytest.mark.docker
+
+AGENT_DIR = Path(__file__).resolve().parents[2] / "runtime" / "agent"
+BUSYBOX = "/bin/busybox"
+
+
+@pytest.fixture(scope="module")
+def busybox_image(docker_client: Any) -> Iterator[str]:
+    """An image holding a static BusyBox and nothing else: no python3, no
+    bash, no /etc/passwd."""
+    if not Path(BUSYBOX).is_file():
+        pytest.fail(f"{BUSYBOX} is missing: `make go` installs busybox-static")
+    data = io.BytesIO()
+    with tarfile.open(fileobj=data, mode="w") as tar:
+        for folder in ("bin", "workspace", "tmp", "proc", "dev", "sys", "etc", "opt/toolrt/agent"):
+            info = tarfile.TarInfo(folder)
+            info.type, info.mode = tarfile.DIRTYPE, 0o755
+            tar.addfile(info)
+        tar.add(BUSYBOX, arcname="bin/busybox")
+        for applet in ("sh", "echo", "cat", "ls", "mkdir", "sleep", "pwd", "id", "readlink"):
+            info = tarfile.TarInfo(f"bin/{applet}")
+            info.type, info.linkname = tarfile.SYMTYPE, "busybox"
+            tar.addfile(info)
+    name = f"toolrt-test-busybox:{uuid.uuid4().hex[:8]}"
+    repository, tag = name.split(":")
+    docker_client.api.import_image_from_data(data.getvalue(), repository=repository, tag=tag)
+    try:
+        yield name
+    finally:
+        docker_client.images.remove(name, force=True)
+
+
+@pytest.fixture
+def static_client(make_daemon: Any) -> Iterator[Any]:
+    from runtime.client.sdk import Client
+
+    for name in (STATIC_AGENT, HELPER):
+        if not (AGENT_DIR / name).is_file():
+            pytest.fail(f"{AGENT_DIR / name} is missing: `make agent` builds it")
+    daemon = make_daemon(agent="static")
+    with Client(daemon.target) as client:
+        yield client
+
+
+def check_the_basic_tools(session: Any) -> None:
+    result = session.shell("echo out; echo err >&2; exit 3")
+    assert result.ok, result.error_message
+    out = result.output
+    assert (out["exit_code"], out["stdout"], out["stderr"]) == (3, "out\n", "err\n")
+    assert (out["stdout_total_bytes"], out["stdout_truncated"], out["timed_out"]) == (
+        4,
+        False,
+        False,
+    )
+    # The container's main process is the static agent, and commands run as
+    # the sandbox user whether or not the image names it.
+    who = session.shell("cat /proc/1/comm; id -u; cat", stdin="from stdin")
+    assert who.output["stdout"] == f"{STATIC_AGENT}\n1000\nfrom stdin"
+
+    written = session.call("write_file", {"path": "/workspace/d/notes.txt", "content": "a\nb\n"})
+    assert written.ok, written.error_message
+    read = session.call("read_file", {"path": "/workspace/d/notes.txt"})
+    assert read.ok, read.error_message
+    assert "a" in read.output["content"] and "b" in read.output["content"]
+    assert session.shell("cat d/notes.txt").output["stdout"] == "a\nb\n"
+    missing = session.call("read_file", {"path": "/workspace/none.txt"})
+    assert missing.error_code == "NOT_FOUND"
+
+    timed_out = session.shell("echo started; sleep 60", timeout_s=1)
+    assert timed_out.error_code == "TIMEOUT"
+    assert timed_out.output["stdout"] == "started\n"
+    assert session.shell("echo still serving").output["stdout"] == "still serving\n"
+
+
+def test_static_agent_serves_the_default_image(static_client: Any) -> None:
+    with static_client.session() as session:
+        check_the_basic_tools(session)
+        assert session.shell("echo $BASH_VERSION").output["stdout"] != "\n"
+        unsupported = session.shell("sleep 1", background=True)
+        assert unsupported.error_code == "INVALID_ARGUMENTS"
+        assert "static agent" in unsupported.error_message
+        assert session.shell("echo after").output["stdout"] == "after\n"
+
+
+def test_static_agent_serves_a_busybox_only_image(static_client: Any, busybox_image: str) -> None:
+    with static_client.session(image=busybox_image) as session:
+        check_the_basic_tools(session)
+        # No bash in the image: commands run under its sh.
+        assert session.shell("readlink /proc/$$/exe").output["stdout"] == "/bin/busybox\n"
+
+
+def test_the_daemon_refuses_a_static_agent_it_does_not_have(tmp_path: Path) -> None:
+    from runtime.sandbox.agent_dir import require_static_agent
+
+    shutil.copy(AGENT_DIR / HELPER, tmp_path / HELPER)
+    with pytest.raises(ValueError, match="make agent"):
+        require_static_agent(str(tmp_path))
