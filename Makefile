@@ -110,7 +110,7 @@ test-runsc: image agent ## tests/docker with every sandbox under gVisor (runsc);
 
 test-gvisor: test-runsc ## the same as test-runsc
 
-test-fast: $(STAMP) helper ## every test not marked docker (tests/unit and a few beside Docker ones): no engine, under a minute
+test-fast: $(STAMP) helper $(AGENT) ## every test not marked docker (tests/unit and a few beside Docker ones): no engine, under a minute
 	$(PY) -m pytest -m "not docker" $(PYTEST_ARGS)
 
 # `make test` runs the fuzz tests too, each with a small derandomized budget;
