@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -44,7 +45,14 @@ type Runner struct {
 	filter    string
 	mu        sync.Mutex
 	nextGroup uint32
-	exits     map[int]chan syscall.WaitStatus
+	exits     map[int]*exitHook
+}
+
+// exitHook is what the reaper does for a command's main process: `before`
+// (taking the shell's state report) right after reaping it, then the status.
+type exitHook struct {
+	status chan syscall.WaitStatus
+	before func()
 }
 
 // NewRunner finds the launcher beside this binary and builds the filter.
@@ -61,7 +69,7 @@ func NewRunner() (*Runner, error) {
 		helper:    filepath.Join(filepath.Dir(self), helperName),
 		filter:    filter,
 		nextGroup: firstGroup(),
-		exits:     map[int]chan syscall.WaitStatus{},
+		exits:     map[int]*exitHook{},
 	}, nil
 }
 
@@ -139,6 +147,9 @@ func (a *Agent) exec(id int64, request *protocol.Exec, stdin []byte) {
 	result := protocol.NewExecResult()
 	result.CallID = request.CallID
 	result.Killed = reason
+	if run.state != nil && reason == "" {
+		result.ShellState, result.Notes = run.state.outcome(request.ReportEnv)
+	}
 	code := int64(exitCode(status))
 	result.ExitCode = &code
 	if oomAfter, ok := oomKills(); ok && oomKnown && oomAfter > oomBefore {
@@ -221,6 +232,7 @@ func exitCode(status syscall.WaitStatus) int {
 type run struct {
 	stdout, stderr *stream
 	report         *os.File
+	state          *stateChannel // nil unless bash reports its state
 	exit           chan syscall.WaitStatus
 }
 
@@ -259,29 +271,50 @@ func (r *Runner) start(call *Call, stdin []byte, shell string) (*run, error) {
 		return nil, err
 	}
 	closeAfter = append(closeAfter, repW)
+	files := []uintptr{uintptr(inR), uintptr(outW), uintptr(errW), uintptr(repW)}
+	var state *stateChannel
+	if call.request.ReportState && shell == "/bin/bash" {
+		if state, err = newStateChannel(); err != nil {
+			return nil, err
+		}
+		closeAfter = append(closeAfter, state.peer)
+		for len(files) < stateFd {
+			files = append(files, ^uintptr(0)) // closed in the child
+		}
+		files = append(files, uintptr(state.peer))
+	}
+	command := wrapCommand(call.request.Command, state != nil, call.request.Pipefail, call.request.ReportEnv)
 
 	r.mu.Lock()
 	call.group = r.nextGroup
 	r.nextGroup++
 	argv := []string{r.helper, r.filter, strconv.FormatUint(uint64(call.group), 10),
 		strconv.Itoa(protocol.SandboxUid), strconv.Itoa(protocol.SandboxGid), call.request.Cwd,
-		shell, "-c", call.request.Command}
+		shell, "-c", command}
 	env := make([]string, 0, len(call.request.Env))
 	for k, v := range call.request.Env {
 		env = append(env, k+"="+v)
 	}
 	attr := &syscall.ProcAttr{
 		Env:   env,
-		Files: []uintptr{uintptr(inR), uintptr(outW), uintptr(errW), uintptr(repW)},
+		Files: files,
 	}
 	pid, err := syscall.ForkExec(r.helper, argv, attr)
 	exit := make(chan syscall.WaitStatus, 1)
 	if err == nil {
 		// Registered before the reaper can look: it takes this lock too.
-		r.exits[pid] = exit
+		hook := &exitHook{status: exit, before: func() {}}
+		if state != nil {
+			state.shellPid = pid
+			hook.before = state.settle
+		}
+		r.exits[pid] = hook
 	}
 	r.mu.Unlock()
 	if err != nil {
+		if state != nil {
+			_ = state.file.Close()
+		}
 		for _, fd := range []int{inW, outR, errR, repR} {
 			_ = syscall.Close(fd)
 		}
@@ -291,13 +324,17 @@ func (r *Runner) start(call *Call, stdin []byte, shell string) (*run, error) {
 		return nil, fmt.Errorf("the launcher %s: %v", r.helper, err)
 	}
 	call.pid = pid
+	if state != nil {
+		go state.read()
+	}
 	go feed(inW, stdin)
 	out := newStream(outR, "stdout", call.request)
 	errs := out
 	if errR != outR {
 		errs = newStream(errR, "stderr", call.request)
 	}
-	return &run{stdout: out, stderr: errs, report: os.NewFile(uintptr(repR), "report"), exit: exit}, nil
+	report := os.NewFile(uintptr(repR), "report")
+	return &run{stdout: out, stderr: errs, report: report, state: state, exit: exit}, nil
 }
 
 // feed writes the command's stdin and closes it; a command that exits
@@ -365,7 +402,16 @@ func failureOfSpawn(stage int32, errno syscall.Errno, cwd string) (string, strin
 	case errno == syscall.E2BIG || errno == syscall.ENAMETOOLONG:
 		code = protocol.InvalidArguments
 	}
-	return code, fmt.Sprintf("cannot start the command: %s: %s", what, errno.Error())
+	return code, fmt.Sprintf("cannot start the command: %s: %s", what, strerror(errno))
+}
+
+// strerror is the C library's wording (Go's starts in lower case).
+func strerror(errno syscall.Errno) string {
+	text := errno.Error()
+	if text == "" {
+		return text
+	}
+	return strings.ToUpper(text[:1]) + text[1:]
 }
 
 // oomKills is the cgroup's OOM-kill counter (v1 or v2).

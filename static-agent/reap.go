@@ -26,9 +26,10 @@ func (a *Agent) reap() {
 				a.runner.mu.Unlock()
 				break
 			}
-			if exit, ok := a.runner.exits[pid]; ok {
+			if hook, ok := a.runner.exits[pid]; ok {
 				delete(a.runner.exits, pid)
-				exit <- status
+				hook.before()
+				hook.status <- status
 			}
 			a.runner.mu.Unlock()
 		}

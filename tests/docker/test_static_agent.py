@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 
 from runtime.sandbox.agent_dir import HELPER, STATIC_AGENT
+from tests.docker import test_exec_holes as holes
+from tests.docker import test_shell_semantics as semantics
 
 pytestmark = pytest.mark.docker
 
@@ -113,3 +115,27 @@ def test_the_daemon_refuses_a_static_agent_it_does_not_have(tmp_path: Path) -> N
     shutil.copy(AGENT_DIR / HELPER, tmp_path / HELPER)
     with pytest.raises(ValueError, match="make agent"):
         require_static_agent(str(tmp_path))
+
+
+# The Python agent's shell-state checks, run on the static agent unchanged.
+SHELL_STATE_CHECKS = {
+    "cd persists": lambda s: semantics._cd_persists(s),
+    "exports persist": semantics.test_exports_persist_only_with_persist_env,
+    "the wrapper is invisible": semantics.test_wrapper_changes_neither_exit_code_nor_output,
+    "a removed cwd": semantics.test_a_removed_working_directory_falls_back_to_the_workspace,
+    "a cwd it cannot enter": (
+        holes.test_a_directory_the_shell_cannot_enter_sends_it_home_with_a_note
+    ),
+    "no forged state": (
+        holes.test_a_child_process_cannot_forge_the_state_and_junk_is_ignored_with_a_note
+    ),
+}
+
+
+@pytest.mark.parametrize("check", SHELL_STATE_CHECKS.values(), ids=SHELL_STATE_CHECKS.keys())
+def test_static_agent_keeps_the_shell_state_as_the_python_one(
+    static_client: Any, check: Any
+) -> None:
+    roots = ["/workspace", "/tmp"]
+    with static_client.session(allowlist={"read_roots": roots, "write_roots": roots}) as session:
+        check(session)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/hex"
+	"encoding/json"
 	"os"
 	"strings"
 	"testing"
@@ -25,5 +26,23 @@ func TestFilterIsThePythonAgents(t *testing.T) {
 	}
 	if _, err := filterProgram("sparc"); err == nil {
 		t.Error("a filter for an unknown architecture")
+	}
+}
+
+// The shell-state trap is the Python agent's to the byte (state.wrap_command).
+func TestWrapCommandIsThePythonAgents(t *testing.T) {
+	data, err := os.ReadFile("testdata/wrap_command.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cases [][]any
+	if err := json.Unmarshal(data, &cases); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cases {
+		got := wrapCommand(c[0].(string), c[1].(bool), c[2].(bool), c[3].(bool))
+		if got != c[4].(string) {
+			t.Errorf("%v:\n got %s\nwant %s", c[:4], got, c[4])
+		}
 	}
 }
