@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
 	"sync"
 	"syscall"
 
@@ -46,6 +47,10 @@ var handlers = map[string]Handler{}
 func handle(op string, h Handler) { handlers[op] = h }
 
 func main() {
+	// One thread runs Go code: the agent waits far more than it computes,
+	// and idle processors looking for work (spinning) cost more CPU than
+	// the work itself.
+	runtime.GOMAXPROCS(1)
 	syscall.Umask(0o022)
 	// Not dumpable: the sandbox user cannot ptrace it or read its memory.
 	_, _, _ = syscall.RawSyscall(syscall.SYS_PRCTL, prSetDumpable, 0, 0)
