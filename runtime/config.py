@@ -313,6 +313,14 @@ class Config(BaseModel):
     Warm-pool containers are removed either way."""
     snapshot_ttl_seconds: int = Field(7 * 24 * 3600, ge=60)
     """How long a snapshot is kept (`Snapshot.expires_at`)."""
+    state_reserve_bytes: int = Field(256 << 20, ge=0)
+    """Free bytes of the state_dir's disk kept for the daemon's own records
+    (sessions, the call journal): a snapshot that would leave less is refused
+    (RESOURCE_EXHAUSTED), so a full blob store never stops calls or sessions."""
+    snapshot_share: float = Field(0.5, gt=0, le=1)
+    """The fraction of the snapshot space (what the store holds plus the
+    disk's free bytes above state_reserve_bytes) one tenant's snapshots may
+    hold, with or without `[tenants]` tables; `snapshot_max_bytes` may set less."""
     image: str = "toolrt-sandbox:default"
     """Image of a session that does not name one. toolrt never pulls."""
     runtime: str = ""

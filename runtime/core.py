@@ -63,6 +63,8 @@ class Core:
         in-process MCP front: one session for the life of its connection).
         """
         self.obs.start()
+        # First: the sessions of a fork a crash cut short are not re-adopted.
+        await self.snapshots.start()
         await self.manager.start()
         if reap_expired:
             self.reaper.start()
@@ -72,6 +74,7 @@ class Core:
         leaves the sessions running for the next start; "close" answers them
         SANDBOX_LOST and closes every session. Then release the backend."""
         await self.reaper.stop()
+        await self.snapshots.stop()
         try:
             await self.manager.shutdown(keep=self.config.shutdown == "keep")
         finally:
@@ -121,9 +124,12 @@ def build_core(
     )
     reaper = Reaper(manager.live_sessions, manager.expire, config.reaper_interval_s)
     store = SnapshotStore(
-        config.state_dir or default_state_dir(config.instance), config.snapshot_ttl_seconds
+        config.state_dir or default_state_dir(config.instance),
+        config.snapshot_ttl_seconds,
+        reserve_bytes=config.state_reserve_bytes,
+        share=config.snapshot_share,
     )
-    snapshots = Snapshots(config, manager, store)
+    snapshots = Snapshots(config, manager, store, obs.metrics, durable)
     calls = Calls(config, manager, registry, obs, snapshots)
     transfers = Transfers(manager)
     admin = Admin(config, backend, manager, obs)

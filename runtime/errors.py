@@ -21,7 +21,8 @@
         ├── BadRequest           INVALID_ARGUMENT
         ├── SessionUnusable      FAILED_PRECONDITION
         ├── AdmissionRefused     RESOURCE_EXHAUSTED
-        │   └── RateLimited      RESOURCE_EXHAUSTED (the wait in the message)
+        │   ├── RateLimited      RESOURCE_EXHAUSTED (the wait in the message)
+        │   └── SnapshotRefused  RESOURCE_EXHAUSTED (the quota's config key in `quota`)
         ├── EngineUnavailable    UNAVAILABLE
         ├── AuditUnavailable     UNAVAILABLE (the audit log cannot be written)
         ├── StateUnavailable     UNAVAILABLE (the state database cannot be written)
@@ -172,6 +173,15 @@ class RateLimited(AdmissionRefused):
         self.retry_after_s = retry_after_s
 
 
+class SnapshotRefused(AdmissionRefused):
+    """A snapshot does not fit its tenant's share or the state disk; `quota`
+    is the config key that refused it (the metric's label)."""
+
+    def __init__(self, message: str, quota: str) -> None:
+        super().__init__(message)
+        self.quota = quota
+
+
 class EngineUnavailable(RequestError):
     status = grpc.StatusCode.UNAVAILABLE
 
@@ -205,6 +215,7 @@ REQUEST_ERRORS: tuple[type[RequestError], ...] = (
     SessionUnusable,
     AdmissionRefused,
     RateLimited,
+    SnapshotRefused,
     EngineUnavailable,
     AuditUnavailable,
     StateUnavailable,

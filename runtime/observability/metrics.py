@@ -80,6 +80,10 @@ class Metrics:
             registry=r,
         )  # fmt: skip
         self.auth_failures = Counter("toolrt_auth_failures", "Refused authentications.", registry=r)
+        self.snapshot_refusals = Counter(
+            "toolrt_snapshot_refusals", "Snapshots refused for space, by the config key that did.",
+            ["quota"], registry=r,
+        )  # fmt: skip
         for reason in CLOSE_REASONS:
             self.sessions_closed.labels(reason)
         for source in (SOURCE_POOL, SOURCE_COLD):
@@ -104,6 +108,9 @@ class Metrics:
 
     def auth_failed(self) -> None:
         self.auth_failures.inc()
+
+    def snapshot_refused(self, quota: str) -> None:
+        self.snapshot_refusals.labels(quota).inc()
 
     def egress_connection(self, decision: str) -> None:
         self.egress.labels(decision).inc()

@@ -88,6 +88,9 @@ class SessionRequest:
     # What the creation counts as in the metrics when not simply pool or
     # cold: "fork" or "snapshot" (the snapshots' facade sets it).
     origin: str = ""
+    # The fork making it, if any: kept in its record so that a restart can
+    # remove the sessions of a fork a crash cut short.
+    fork: str = ""
 
 
 class SessionManager(RestartOps):
@@ -280,8 +283,11 @@ class SessionManager(RestartOps):
                 raise
         if self._durable is not None:
             session.journal.sink = SessionSink(self._durable, session)
+            record = record_of(session)
+            if request.fork:
+                record.spec["fork"] = request.fork
             try:
-                await self._durable.save_session(record_of(session))
+                await self._durable.save_session(record)
             except BaseException:
                 await self._close(session, "its record could not be stored")
                 raise

@@ -21,27 +21,34 @@ import errno
 import logging
 import sqlite3
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from runtime.config import Config, Limits
 from runtime.constants import TMP, WORKSPACE
 from runtime.egress.service import NetworkRequest, proxy_env
-from runtime.errors import AdmissionRefused, BadRequest, EngineUnavailable
-from runtime.observability.metrics import SOURCE_FORK, SOURCE_SNAPSHOT
+from runtime.errors import BadRequest, EngineUnavailable, SnapshotRefused, StateUnavailable
+from runtime.observability.metrics import SOURCE_FORK, SOURCE_SNAPSHOT, Metrics
 from runtime.sessions.manager import SessionManager, SessionRequest
 from runtime.sessions.session import Allowlist, Session
 from runtime.sessions.transfers import as_request_errors, session_activity
 from runtime.snapshots.archive import area_name, capture, restore_chunks
+from runtime.snapshots.staging import RESERVE_KEY
 from runtime.snapshots.store import FORK, START, USER, Entry, Snapshot, SnapshotStore, new_id
 from runtime.state.db import StateError
+from runtime.state.durable import Durable
 from runtime.tools.shell_state import STATE_KEY, ShellState
 
 log = logging.getLogger(__name__)
 
 MAX_FORKS = 16
-# Where a session keeps the id of its start snapshot ("" for an empty workspace).
+# Where a session keeps the id of its start snapshot ("" for an empty
+# workspace, None when none could be taken, and then why under START_WHY).
 START_KEY = "snapshots.start"
+START_WHY = "snapshots.start_why"
+# How often blobs no snapshot references are looked for (and at start-up).
+COLLECT_EVERY_S = 3600.0
 # Slack over the areas' limits for tar headers in an archive's byte cap.
 ARCHIVE_SLACK = 16 << 20
 
@@ -49,10 +56,61 @@ ARCHIVE_SLACK = 16 << 20
 class Snapshots:
     """Snapshots of the sessions of `manager`, kept in `store`."""
 
-    def __init__(self, config: Config, manager: SessionManager, store: SnapshotStore) -> None:
+    def __init__(
+        self,
+        config: Config,
+        manager: SessionManager,
+        store: SnapshotStore,
+        metrics: Metrics | None = None,
+        durable: Durable | None = None,
+    ) -> None:
         self._config = config
         self._manager = manager
         self.store = store
+        self._metrics = metrics or Metrics([])
+        self._durable = durable
+        self._collector: asyncio.Task[None] | None = None
+
+    # -- start-up and housekeeping ---------------------------------------------
+    async def start(self) -> None:
+        """Before the sessions are re-adopted: undo forks a crash interrupted,
+        then collect unreferenced blobs now and every COLLECT_EVERY_S."""
+        try:
+            await self.recover()
+        except (OSError, sqlite3.Error, StateError, StateUnavailable) as exc:
+            log.warning("unfinished forks of a previous run could not be undone: %s", exc)
+        self._collector = asyncio.ensure_future(self._collect_every())
+
+    async def stop(self) -> None:
+        if self._collector is not None:
+            self._collector.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._collector
+
+    async def _collect_every(self) -> None:
+        while True:
+            try:
+                await asyncio.to_thread(self.store.collect)
+            except (OSError, sqlite3.Error, StateError) as exc:
+                log.warning("collecting unreferenced snapshot blobs failed: %s", exc)
+            await asyncio.sleep(COLLECT_EVERY_S)
+
+    async def recover(self) -> None:
+        """A fork is all or none across a crash too: the sessions and snapshots
+        of one that never answered are removed (their containers go as ones
+        no record names)."""
+        forks = await asyncio.to_thread(self.store.unfinished_forks)
+        if not forks:
+            return
+        made: set[str] = set()
+        if self._durable is not None:
+            made = await self._durable.forget_sessions(lambda r: r.spec.get("fork") in forks)
+        await asyncio.to_thread(self.store.forget_forks, forks, made)
+        log.warning(
+            "removed %d unfinished fork(s) of a previous run and their %d session(s)",
+            len(forks),
+            len(made),
+        )
 
     # -- taking -------------------------------------------------------------
     async def snapshot(
@@ -63,10 +121,15 @@ class Snapshots:
             return await self._take(session, label, include_tmp, USER)
 
     async def _take(self, session: Session, label: str, include_tmp: bool, kind: str) -> Snapshot:
-        # A fork's transient snapshot is gone when the fork returns: no quota.
-        max_bytes = self._max_bytes(session.tenant) if kind == USER else None
-        with _stored():
-            return await self._capture(session, label, include_tmp, kind, max_bytes)
+        # A fork's transient snapshot is gone when the fork returns: no quota
+        # (the state disk's share and reserve still apply).
+        max_bytes = self._max_bytes(session.tenant) if kind != FORK else None
+        try:
+            with _stored():
+                return await self._capture(session, label, include_tmp, kind, max_bytes)
+        except SnapshotRefused as exc:
+            self._metrics.snapshot_refused(exc.quota)
+            raise
 
     async def _capture(
         self, session: Session, label: str, include_tmp: bool, kind: str, max_bytes: int | None
@@ -127,6 +190,7 @@ class Snapshots:
         except Exception as exc:  # noqa: BLE001 - workspace_diff says so; the session is fine
             log.warning("session %s: no start snapshot (%s)", session.id, exc)
             session.tool_state[START_KEY] = None
+            session.tool_state[START_WHY] = str(exc)
             return
         session.tool_state[START_KEY] = start.id
 
@@ -138,7 +202,8 @@ class Snapshots:
         if since == "start":
             start = session.tool_state.get(START_KEY, "")
             if start is None:
-                msg = "this session's start was not recorded; pass a snapshot id as since"
+                why = session.tool_state.get(START_WHY) or "unknown"
+                msg = f"this session's start was not recorded ({why}); pass a snapshot id as since"
                 raise BadRequest(msg)
             if not start:
                 return [], self.store.read_blob
@@ -253,6 +318,19 @@ class Snapshots:
         if bool(session_id) == bool(snapshot_id):
             msg = "name exactly one of session_id (a live session) and snapshot_id"
             raise BadRequest(msg)
+        fork_id = "fork_" + uuid.uuid4().hex
+        with _stored():
+            # Before anything is made: a restart after a crash undoes what was.
+            await asyncio.to_thread(self.store.fork_started, fork_id, tenant)
+        try:
+            return await self._fork(tenant, session_id, snapshot_id, count, fork_id)
+        finally:
+            with _stored():
+                await asyncio.to_thread(self.store.fork_ended, fork_id)
+
+    async def _fork(
+        self, tenant: str, session_id: str, snapshot_id: str, count: int, fork_id: str
+    ) -> list[Session]:
         transient = None
         if session_id:
             parent = self._manager.get(tenant, session_id)
@@ -262,7 +340,7 @@ class Snapshots:
             snapshot = await self._get(tenant, snapshot_id)
         try:
             entries = await self._entries(snapshot.id)
-            request = _request_from(snapshot.source)
+            request = dataclasses.replace(_request_from(snapshot.source), fork=fork_id)
             # The maxima may have shrunk since the snapshot was taken.
             limits = request.limits.merged_over(self._config.defaults, self._config.maxima)
             _check_fits(snapshot, entries, limits)
@@ -299,8 +377,11 @@ def _stored() -> Iterator[None]:
     except (OSError, sqlite3.Error, StateError) as exc:
         full = isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
         if full or "full" in str(exc):
-            msg = "the daemon's state directory is full; no snapshot can be stored now"
-            raise AdmissionRefused(msg) from exc
+            msg = (
+                "the daemon's state directory is full; no snapshot can be stored now "
+                f"(raise {RESERVE_KEY} to keep more of it for sessions and calls)"
+            )
+            raise SnapshotRefused(msg, RESERVE_KEY) from exc
         log.warning("snapshot store failure: %s", exc)
         msg = f"the daemon's snapshot store failed: {exc}"
         raise EngineUnavailable(msg) from exc

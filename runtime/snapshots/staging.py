@@ -3,7 +3,10 @@
 Blobs are named by the SHA-256 of their bytes; one the tenant's snapshots
 already hold is dropped at once, and the new bytes are counted against the
 room the tenant's `snapshot_max_bytes` leaves, so a capture over it stops at
-the file that overflows it.
+the file that overflows it. Every new blob must also leave the state disk's
+reserve (`state_reserve_bytes`) free: that space is for the daemon's own
+records (sessions, the call journal), so a full blob store refuses
+snapshots, never calls or sessions.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import os
 import shutil
 from typing import IO
 
-from runtime.errors import AdmissionRefused
+from runtime.errors import SnapshotRefused
 
 CHUNK = 1 << 20
 
@@ -22,13 +25,19 @@ class Staging:
     """Blobs of one capture, written apart from the store until `commit`.
 
     `room` is how many new bytes the tenant may still store (None: no
-    ceiling); a capture that goes past it stops at that file.
+    ceiling), `room_key` the config key that sets it; a capture that goes
+    past it, or would leave less than `reserve` bytes free on the disk,
+    stops at that file.
     """
 
-    def __init__(self, path: str, known: set[str], room: int | None) -> None:
+    def __init__(
+        self, path: str, known: set[str], room: int | None, room_key: str, reserve: int
+    ) -> None:
         self.path = path
         self.known = known
         self.room = room
+        self.room_key = room_key
+        self.reserve = reserve
         self.new_bytes = 0
         self.blobs: dict[str, int] = {}
         os.makedirs(path, mode=0o700)
@@ -50,6 +59,8 @@ class Staging:
                 _sync(out)
             self.blobs[sha] = size
             return sha
+        # Checked before the bytes touch the disk (they may turn out known).
+        self._check_disk(size)
         digest = hashlib.sha256()
         temp = os.path.join(self.path, "incoming")
         with open(temp, "wb") as out:
@@ -63,7 +74,7 @@ class Staging:
         sha = digest.hexdigest()
         try:
             new = self._is_new(sha, size)
-        except AdmissionRefused:
+        except SnapshotRefused:
             os.unlink(temp)
             raise
         if not new:
@@ -79,8 +90,15 @@ class Staging:
             return False
         self.new_bytes += size
         if self.room is not None and self.new_bytes > self.room:
-            raise over_quota(self.room, self.new_bytes)
+            raise over_quota(self.room, self.new_bytes, self.room_key)
+        if size <= CHUNK:
+            self._check_disk(size)
         return True
+
+    def _check_disk(self, size: int) -> None:
+        free = shutil.disk_usage(self.path).free
+        if free - size < self.reserve:
+            raise disk_full(self.reserve)
 
     def discard(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
@@ -103,9 +121,28 @@ def _read_exactly(source: IO[bytes], size: int) -> bytes:
     return data
 
 
-def over_quota(room: int, wanted: int) -> AdmissionRefused:
-    msg = (
-        f"the snapshot would store {wanted} new bytes, and the tenant's snapshot_max_bytes "
-        f"leaves room for {room}; delete snapshots (DeleteSnapshot) or ask for a larger quota"
+# The config keys a snapshot's room comes from (the refusals metric's labels).
+QUOTA_KEY = "snapshot_max_bytes"
+SHARE_KEY = "snapshot_share"
+RESERVE_KEY = "state_reserve_bytes"
+
+
+def over_quota(room: int, wanted: int, key: str = QUOTA_KEY) -> SnapshotRefused:
+    what = (
+        "the tenant's snapshot_max_bytes"
+        if key == QUOTA_KEY
+        else f"the tenant's share of the state disk ({key})"
     )
-    return AdmissionRefused(msg)
+    msg = (
+        f"the snapshot would store {wanted} new bytes, and {what} leaves room for {room}; "
+        "delete snapshots (DeleteSnapshot) or ask for a larger quota"
+    )
+    return SnapshotRefused(msg, key)
+
+
+def disk_full(reserve: int) -> SnapshotRefused:
+    msg = (
+        f"the daemon's state disk is full: its last {reserve} bytes ({RESERVE_KEY}) are kept "
+        "for sessions and calls; delete snapshots (DeleteSnapshot) or retry later"
+    )
+    return SnapshotRefused(msg, RESERVE_KEY)

@@ -18,12 +18,23 @@ commits, so a commit never references a blob being removed.
 
 Expired snapshots (`expires_at` past) are NOT_FOUND at once and purged on
 the next store operation.
+
+Names are bytes: an entry's path and link target are stored as BLOBs (the
+file system's bytes, `surrogateescape` in Python), so any name a sandbox
+makes round-trips. A commit that fails removes the blobs it moved in, and
+`collect` removes blobs no manifest references (a crash between the two);
+it runs under the commits' lock, so never on a snapshot being written.
+
+A fork records its intent (`forks`) before it makes anything and drops it
+once it answers; a start-up finding one left (a crash mid-fork) removes
+what it made (`sessions.state` marks its sessions, see `Snapshots.recover`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import shutil
 import threading
@@ -34,8 +45,10 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from runtime.errors import SnapshotNotFound
-from runtime.snapshots.staging import Staging, over_quota
+from runtime.snapshots.staging import QUOTA_KEY, SHARE_KEY, Staging, over_quota
 from runtime.state.db import FILE_NAME, Component, StateDB
+
+log = logging.getLogger(__name__)
 
 ID_PREFIX = "snap_"
 # Snapshot kinds: the ones clients made, a session's implicit one at
@@ -61,7 +74,27 @@ COMPONENT = Component(
             PRIMARY KEY (snapshot_id, seq)
         );
         CREATE INDEX snapshot_entries_sha ON snapshot_entries (sha256)
+        """,
+        # Names as bytes (a name need not be UTF-8); forks' intents.
         """
+        CREATE TABLE snapshot_entries_bytes (
+            snapshot_id TEXT NOT NULL REFERENCES snapshots (id) ON DELETE CASCADE,
+            seq INTEGER NOT NULL, area TEXT NOT NULL, path BLOB NOT NULL,
+            kind TEXT NOT NULL, mode INTEGER NOT NULL, size INTEGER NOT NULL,
+            sha256 TEXT NOT NULL, linkname BLOB NOT NULL, mtime INTEGER NOT NULL,
+            PRIMARY KEY (snapshot_id, seq)
+        );
+        INSERT INTO snapshot_entries_bytes
+            SELECT snapshot_id, seq, area, CAST(path AS BLOB), kind, mode, size, sha256,
+                   CAST(linkname AS BLOB), mtime
+            FROM snapshot_entries;
+        DROP TABLE snapshot_entries;
+        ALTER TABLE snapshot_entries_bytes RENAME TO snapshot_entries;
+        CREATE INDEX snapshot_entries_sha ON snapshot_entries (sha256);
+        CREATE TABLE forks (
+            id TEXT PRIMARY KEY, tenant TEXT NOT NULL, started_at REAL NOT NULL
+        )
+        """,
     ],
 )
 
@@ -121,8 +154,19 @@ class SnapshotStore:
     in the state database (`db`, or opened there on first use: a daemon that
     never snapshots writes nothing)."""
 
-    def __init__(self, state_dir: str, ttl_seconds: float, db: StateDB | None = None) -> None:
+    def __init__(
+        self,
+        state_dir: str,
+        ttl_seconds: float,
+        db: StateDB | None = None,
+        reserve_bytes: int = 0,
+        share: float = 1.0,
+    ) -> None:
         self._state_dir = state_dir
+        # Free bytes of the state disk only bookkeeping may use, and the
+        # fraction of the snapshot space one tenant may hold.
+        self.reserve_bytes = reserve_bytes
+        self.share = share
         self._opened = db
         self.root = os.path.join(state_dir, "snapshots")
         self.ttl_seconds = ttl_seconds
@@ -164,12 +208,29 @@ class SnapshotStore:
 
     # -- capture ------------------------------------------------------------
     def staging(self, tenant: str, max_bytes: int | None) -> Staging:
-        """Where a capture for `tenant` writes its blobs (the ceiling applied as it goes)."""
+        """Where a capture for `tenant` writes its blobs (the ceilings applied as it goes)."""
         self._open()  # a capture is what creates the store
         self.purge_expired()
         known = self._tenant_blobs(tenant)
-        room = None if max_bytes is None else max(0, max_bytes - sum(known.values()))
-        return Staging(os.path.join(self._staging, uuid.uuid4().hex), set(known), room)
+        used = sum(known.values())
+        # A share of 1 is the whole space above the reserve: the reserve's check.
+        room, key = (None, "") if self.share >= 1 else (self._share_room(used), SHARE_KEY)
+        if max_bytes is not None and (room is None or max_bytes - used < room):
+            room, key = max_bytes - used, QUOTA_KEY
+        return Staging(
+            os.path.join(self._staging, uuid.uuid4().hex),
+            set(known),
+            None if room is None else max(0, room),
+            key,
+            self.reserve_bytes,
+        )
+
+    def _share_room(self, used: int) -> int:
+        """What the tenant may add under `share` of the snapshot space (what
+        the store holds plus the disk's free bytes above the reserve)."""
+        free = shutil.disk_usage(self.root).free - self.reserve_bytes
+        space = self.stored_bytes() + max(0, free)
+        return int(space * self.share) - used
 
     def commit(
         self, snapshot: Snapshot, entries: list[Entry], staging: Staging, max_bytes: int | None
@@ -183,24 +244,38 @@ class SnapshotStore:
                 new = sum(size for sha, size in wanted.items() if sha not in known)
                 if max_bytes is not None and sum(known.values()) + new > max_bytes:
                     raise over_quota(max(0, max_bytes - sum(known.values())), new)
-                moved_into = set()
-                for sha in staging.blobs:
-                    target = self._blob_path(sha)
-                    if not os.path.exists(target):
-                        os.makedirs(os.path.dirname(target), mode=0o700, exist_ok=True)
-                        os.rename(os.path.join(staging.path, sha), target)
-                        moved_into.add(os.path.dirname(target))
-                # The renames too must be on disk before the manifest is.
-                for directory in moved_into | ({self._blobs} if moved_into else set()):
-                    _sync_dir(directory)
-                missing = [sha for sha in wanted if not self._has(sha)]
-                if missing:
-                    msg = f"blob {missing[0]} of the snapshot is missing from the store"
-                    raise OSError(msg)
-                self._insert(snapshot, entries)
+                moved: list[str] = []
+                try:
+                    self._move_in(staging, moved)
+                    missing = [sha for sha in wanted if not self._has(sha)]
+                    if missing:
+                        msg = f"blob {missing[0]} of the snapshot is missing from the store"
+                        raise OSError(msg)
+                    self._insert(snapshot, entries)
+                except BaseException:
+                    # Nothing else references them: they were not here before
+                    # and the lock kept other commits out.
+                    for path in moved:
+                        with contextlib.suppress(FileNotFoundError):
+                            os.unlink(path)
+                    raise
         finally:
             staging.discard()
         return snapshot
+
+    def _move_in(self, staging: Staging, moved: list[str]) -> None:
+        """The staging's blobs the store lacks, renamed into it (each appended
+        to `moved` as it goes) and synced."""
+        for sha in staging.blobs:
+            target = self._blob_path(sha)
+            if not os.path.exists(target):
+                os.makedirs(os.path.dirname(target), mode=0o700, exist_ok=True)
+                os.rename(os.path.join(staging.path, sha), target)
+                moved.append(target)
+        # The renames too must be on disk before the manifest is.
+        directories = {os.path.dirname(path) for path in moved}
+        for directory in directories | ({self._blobs} if moved else set()):
+            _sync_dir(directory)
 
     def copy(self, snapshot: Snapshot, entries: list[Entry]) -> Snapshot:
         """A snapshot of entries already stored (rows only: the blobs are
@@ -239,8 +314,8 @@ class SnapshotStore:
                 conn.executemany(
                     "INSERT INTO snapshot_entries VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     [
-                        (snapshot.id, seq, e.area, e.path, e.kind, e.mode, e.size, e.sha256)
-                        + (e.linkname, e.mtime)
+                        (snapshot.id, seq, e.area, _name_bytes(e.path), e.kind, e.mode)
+                        + (e.size, e.sha256, _name_bytes(e.linkname), e.mtime)
                         for seq, e in enumerate(entries)
                     ],
                 )
@@ -276,7 +351,10 @@ class SnapshotStore:
             "FROM snapshot_entries WHERE snapshot_id = ? ORDER BY seq",
             (snapshot_id,),
         )
-        return [Entry(*row) for row in rows]
+        return [
+            Entry(area, _name(path), kind, mode, size, sha, _name(link), mtime)
+            for area, path, kind, mode, size, sha, link, mtime in rows
+        ]
 
     def read_blob(self, sha256: str) -> bytes:
         with self.open_blob(sha256) as f:
@@ -356,8 +434,70 @@ class SnapshotStore:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(self._blob_path(sha))
 
+    def collect(self) -> int:
+        """Remove blobs no manifest references (left by a crash mid-commit);
+        how many. Blobs enter the store only under the commits' lock, held
+        here, so none of a snapshot being written is taken."""
+        if self._opened is None and not os.path.exists(os.path.join(self._state_dir, FILE_NAME)):
+            return 0
+        self._open()
+        # Listed before the lock: a blob committed meanwhile is not listed.
+        found = {
+            name: os.path.join(folder, name)
+            for folder, _, names in os.walk(self._blobs)
+            for name in names
+        }
+        removed = 0
+        with self._lock:
+            held = {row[0] for row in self._rows("SELECT DISTINCT sha256 FROM snapshot_entries")}
+            for sha, path in found.items():
+                if sha not in held:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(path)
+                        removed += 1
+        if removed:
+            log.info("removed %d blob(s) no snapshot references", removed)
+        return removed
+
+    # -- forks across a crash -----------------------------------------------
+    def fork_started(self, fork_id: str, tenant: str) -> None:
+        """Record a fork's intent (durably) before it makes anything."""
+        with self._open().lock:
+            self._db.conn.execute(
+                "INSERT INTO forks VALUES (?, ?, ?)", (fork_id, tenant, time.time())
+            )
+
+    def fork_ended(self, fork_id: str) -> None:
+        with self._db.lock:
+            self._db.conn.execute("DELETE FROM forks WHERE id = ?", (fork_id,))
+
+    def unfinished_forks(self) -> set[str]:
+        return {str(row[0]) for row in self._rows("SELECT id FROM forks")}
+
+    def forget_forks(self, fork_ids: set[str], session_ids: set[str]) -> None:
+        """After a crash: the snapshots of unfinished forks (every transient one,
+        and those of the sessions they made), then their intents."""
+        rows = self._rows("SELECT id, kind, session_id FROM snapshots")
+        gone = [row[0] for row in rows if row[1] == FORK or row[2] in session_ids]
+        if gone:
+            self._remove(gone)
+        for fork_id in fork_ids:
+            self.fork_ended(fork_id)
+
     def _blob_path(self, sha256: str) -> str:
         return os.path.join(self._blobs, sha256[:2], sha256)
+
+
+def _name_bytes(name: str) -> bytes:
+    """A name as the file system's bytes (tarfile decodes with surrogateescape)."""
+    return name.encode("utf-8", "surrogateescape")
+
+
+def _name(stored: bytes | str) -> str:
+    """A stored name back as tarfile would give it."""
+    if isinstance(stored, str):
+        return stored
+    return stored.decode("utf-8", "surrogateescape")
 
 
 def _sync_dir(path: str) -> None:

@@ -101,6 +101,20 @@ class Durable:
 
         await self._run(both)
 
+    async def forget_sessions(self, which: Callable[[SessionRecord], bool]) -> set[str]:
+        """Delete the open records `which` selects, journals included, as if
+        never made (a fork's a crash cut short); their ids."""
+
+        def delete() -> set[str]:
+            ids = {r.id for r in self.sessions.open_records() if which(r)}
+            with self._transaction():
+                for session_id in ids:
+                    self.sessions.delete(session_id)
+                    self.journal.drop(session_id)
+            return ids
+
+        return await self._run(delete)
+
     async def open_records(self) -> list[SessionRecord]:
         return await self._run(self.sessions.open_records)
 

@@ -128,6 +128,10 @@ class SessionStore:
                 (reason, when, session_id),
             )
 
+    def delete(self, session_id: str) -> None:
+        with self._db.lock:
+            self._db.conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+
     def open_records(self) -> list[SessionRecord]:
         """Sessions that were not closed when the daemon last stopped."""
         with self._db.lock:

@@ -118,3 +118,24 @@ def test_a_fork_asks_for_secrets_again_and_no_value_is_stored(make_daemon, tmp_p
         assert client.list_sessions() == []
     stored = [p.read_bytes() for p in state.rglob("*") if p.is_file()]
     assert stored and not any(value.encode() in data for data in stored)
+
+
+def test_blobs_no_snapshot_references_are_collected_at_start_up(make_daemon, tmp_path):
+    from runtime.client import Client
+    from tests.helpers import wait_for
+
+    state = tmp_path / "state"
+    first = make_daemon(backend="fake", state_dir=str(state))
+    with Client(first.target) as client, client.session() as session:
+        assert session.call("write_file", {"path": "a.txt", "content": "kept"}).ok
+        session.snapshot()
+    first.stop()
+    blobs = state / "snapshots" / "blobs"
+    kept = {p for p in blobs.rglob("*") if p.is_file()}
+    # What a crash between a commit's renames and its manifest leaves.
+    stray = blobs / "ab" / ("ab" + "0" * 62)
+    stray.parent.mkdir(exist_ok=True)
+    stray.write_bytes(b"referenced by nothing")
+    make_daemon(backend="fake", state_dir=str(state))
+    wait_for(lambda: not stray.exists())
+    assert {p for p in blobs.rglob("*") if p.is_file()} == kept
