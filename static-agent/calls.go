@@ -208,10 +208,21 @@ func (a *Agent) await(call *Call, exit chan syscall.WaitStatus) (syscall.WaitSta
 	}
 }
 
-// kill ends the call's whole tree; the main process's status.
+// kill ends the call's whole tree: TERM first, then, after grace_s or
+// once the main process is gone, every process of the call stopped and
+// killed. The main process's status.
 func kill(call *Call, exit chan syscall.WaitStatus) syscall.WaitStatus {
-	stopAndKill(call.group, call.pid)
-	return <-exit
+	signalTree(call.group, syscall.SIGTERM, call.pid)
+	grace := time.NewTimer(time.Duration(call.request.GraceS * float64(time.Second)))
+	defer grace.Stop()
+	select {
+	case status := <-exit:
+		stopAndKill(call.group)
+		return status
+	case <-grace.C:
+		stopAndKill(call.group, call.pid)
+		return <-exit
+	}
 }
 
 func seconds(s float64) time.Duration {

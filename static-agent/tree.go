@@ -90,6 +90,13 @@ func stopAndKill(group uint32, also ...int) {
 	untilNoNew(group, syscall.SIGKILL, also)
 }
 
+// signalTree sends `sig` once to every process of `group` and to `also`.
+func signalTree(group uint32, sig syscall.Signal, also ...int) {
+	for _, pid := range append(also, members(group)...) {
+		_ = syscall.Kill(pid, sig)
+	}
+}
+
 func untilNoNew(group uint32, sig syscall.Signal, also []int) {
 	done := map[int]bool{}
 	for _, pid := range also {

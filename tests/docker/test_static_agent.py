@@ -16,6 +16,7 @@ import pytest
 
 from runtime.sandbox.agent_dir import HELPER, STATIC_AGENT
 from tests.docker import test_exec_holes as holes
+from tests.docker import test_shell as shell_tests
 from tests.docker import test_shell_semantics as semantics
 
 pytestmark = pytest.mark.docker
@@ -117,25 +118,54 @@ def test_the_daemon_refuses_a_static_agent_it_does_not_have(tmp_path: Path) -> N
         require_static_agent(str(tmp_path))
 
 
-# The Python agent's shell-state checks, run on the static agent unchanged.
-SHELL_STATE_CHECKS = {
-    "cd persists": lambda s: semantics._cd_persists(s),
-    "exports persist": semantics.test_exports_persist_only_with_persist_env,
-    "the wrapper is invisible": semantics.test_wrapper_changes_neither_exit_code_nor_output,
-    "a removed cwd": semantics.test_a_removed_working_directory_falls_back_to_the_workspace,
+# The Python agent's checks of the shell state and of killing trees, run on
+# the static agent unchanged: (static client, session, docker client).
+PYTHON_AGENT_CHECKS = {
+    "cd persists": lambda c, s, d: semantics._cd_persists(s),
+    "exports persist": lambda c, s, d: semantics.test_exports_persist_only_with_persist_env(s),
+    "the wrapper is invisible": (
+        lambda c, s, d: semantics.test_wrapper_changes_neither_exit_code_nor_output(s)
+    ),
+    "a removed cwd": (
+        lambda c, s, d: semantics.test_a_removed_working_directory_falls_back_to_the_workspace(s)
+    ),
     "a cwd it cannot enter": (
-        holes.test_a_directory_the_shell_cannot_enter_sends_it_home_with_a_note
+        lambda c, s, d: holes.test_a_directory_the_shell_cannot_enter_sends_it_home_with_a_note(s)
     ),
     "no forged state": (
-        holes.test_a_child_process_cannot_forge_the_state_and_junk_is_ignored_with_a_note
+        lambda c, s, d: (
+            holes.test_a_child_process_cannot_forge_the_state_and_junk_is_ignored_with_a_note(s)
+        )
+    ),
+    "a group it cannot shed": lambda c, s, d: (
+        holes.test_each_call_is_marked_by_a_group_it_cannot_shed(s)
+    ),
+    "a timeout kills escaped children": (
+        lambda c, s, d: shell_tests.test_timeout_kills_setsid_and_double_forked_children(s, d)
+    ),
+    "no survivor under cpu pressure": (
+        lambda c, s, d: holes.test_a_timeout_under_cpu_pressure_leaves_no_survivor(c, s, d)
     ),
 }
 
 
-@pytest.mark.parametrize("check", SHELL_STATE_CHECKS.values(), ids=SHELL_STATE_CHECKS.keys())
-def test_static_agent_keeps_the_shell_state_as_the_python_one(
-    static_client: Any, check: Any
+@pytest.mark.parametrize("check", PYTHON_AGENT_CHECKS.values(), ids=PYTHON_AGENT_CHECKS.keys())
+def test_static_agent_passes_the_python_agents_checks(
+    static_client: Any, docker_client: Any, check: Any
 ) -> None:
     roots = ["/workspace", "/tmp"]
     with static_client.session(allowlist={"read_roots": roots, "write_roots": roots}) as session:
-        check(session)
+        check(static_client, session, docker_client)
+
+
+def test_a_timeout_sends_term_first_then_kills(static_client: Any) -> None:
+    with static_client.session() as session:
+        polite = session.shell(
+            "trap 'echo cleaned up; exit 0' TERM; echo started; while :; do sleep 0.1; done",
+            timeout_s=1,
+        )
+        assert polite.error_code == "TIMEOUT"
+        assert polite.output["stdout"] == "started\ncleaned up\n"
+        deaf = session.shell("trap '' TERM; echo started; while :; do sleep 0.1; done", timeout_s=1)
+        assert deaf.error_code == "TIMEOUT"
+        assert deaf.output["exit_code"] == 137
