@@ -16,6 +16,7 @@ import pytest
 
 from runtime.sandbox.agent_dir import HELPER, STATIC_AGENT
 from tests.docker import test_exec_holes as holes
+from tests.docker import test_file_tools as file_tools
 from tests.docker import test_shell as shell_tests
 from tests.docker import test_shell_semantics as semantics
 
@@ -147,15 +148,34 @@ PYTHON_AGENT_CHECKS = {
         lambda c, s, d: holes.test_a_timeout_under_cpu_pressure_leaves_no_survivor(c, s, d)
     ),
 }
+# The file tools' checks, which need a session only.
+PYTHON_AGENT_CHECKS.update(
+    {
+        name: (lambda check: lambda c, s, d: check(s))(getattr(file_tools, f"test_{name}"))
+        for name in (
+            "write_then_read_as_the_sandbox_user",
+            "write_replaces_atomically_and_keeps_the_mode",
+            "read_pages_by_lines_and_flags_binary",
+            "read_errors",
+            "edit_file_exact_match_count_and_diff",
+            "list_files_flat_recursive_and_capped",
+            "run_tests_counts_and_failures_from_junit",
+            "symlinks_to_outside_are_resolved_then_denied",
+            "symlink_swapped_in_a_loop_never_lets_a_write_out",
+        )
+    }
+)
 
 
-@pytest.mark.parametrize("check", PYTHON_AGENT_CHECKS.values(), ids=PYTHON_AGENT_CHECKS.keys())
+@pytest.mark.parametrize("name", PYTHON_AGENT_CHECKS)
 def test_static_agent_passes_the_python_agents_checks(
-    static_client: Any, docker_client: Any, check: Any
+    static_client: Any, docker_client: Any, name: str
 ) -> None:
-    roots = ["/workspace", "/tmp"]
+    # The default allowlist, as the checks' own sessions have; cd's check
+    # moves to /tmp, which its session may read.
+    roots = ["/workspace", "/tmp"] if name == "cd persists" else ["/workspace"]
     with static_client.session(allowlist={"read_roots": roots, "write_roots": roots}) as session:
-        check(static_client, session, docker_client)
+        PYTHON_AGENT_CHECKS[name](static_client, session, docker_client)
 
 
 def test_a_timeout_sends_term_first_then_kills(static_client: Any) -> None:
