@@ -253,7 +253,7 @@ class AuditLog:
                 session_id=session_id,
                 code=result.error.code if result.error else "",
                 duration_ms=result.duration_ms,
-                output_bytes=len(result.output_json.encode("utf-8", "replace")),
+                output_bytes=result.output_bytes,
                 exit_code=result.output.get("exit_code"),
                 **call_fields(call),
             )

@@ -388,6 +388,22 @@ class Config(BaseModel):
     journal_max_ids: int = Field(20_000, ge=0)
     """Call ids (without their results) a session remembers after their
     results were dropped, so that a repeat is refused instead of run again."""
+    max_argument_bytes: int = Field(4 * MiB, ge=1)
+    """Largest `arguments_json` of a tool call, in bytes of UTF-8 (beyond:
+    INVALID_ARGUMENTS). Parsing holds the daemon's interpreter lock: 4 MiB
+    takes tens of milliseconds during which no other RPC is served."""
+    large_arguments_waiting: int = Field(8, ge=0)
+    """Calls with large arguments (over 64 KiB) one tenant may have waiting
+    while another of its large ones is parsed: a tenant's large arguments
+    are parsed one at a time, and past this many waiting its next call is
+    refused (RESOURCE_EXHAUSTED). Applies with or without `[tenants]`."""
+    workspace_diffs_per_session: int = Field(1, ge=1)
+    """`workspace_diff` calls of one session running at once (the others of
+    a batch wait their turn): each may hold up to 16 MiB of changed files in
+    the daemon while it compares."""
+    workspace_diffs_per_tenant: int = Field(2, ge=1)
+    """`workspace_diff` calls of one tenant running at once, over all its
+    sessions; the others wait their turn. Applies with or without `[tenants]`."""
     fair_start_slots: int = Field(0, ge=0)
     """While two or more tenants are calling, each may start one call at once
     freely and the calls beyond share this many slots, taken in turn by

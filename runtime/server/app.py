@@ -51,6 +51,9 @@ class Daemon:
             options=[
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                # A second daemon on the same address must fail to bind, not
+                # share the port and take half of the first one's clients.
+                ("grpc.so_reuseport", 0),
             ],
         )
         pb_grpc.add_ToolRuntimeServicer_to_server(ToolRuntimeService(core), self.server)
