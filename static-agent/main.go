@@ -16,6 +16,7 @@ import (
 	"runtime"
 	"sync"
 	"syscall"
+	"unsafe"
 
 	"toolrt/agent/protocol"
 )
@@ -32,8 +33,10 @@ type Agent struct {
 	mu      sync.Mutex // guards epoch and calls
 	epoch   int64
 	calls   map[int64]*Call
+	in      *os.File
 	decoder protocol.Decoder
 	decMu   sync.Mutex
+	stale   int // bytes still to skip: written before the latest resync
 	runner  *Runner
 }
 
@@ -68,7 +71,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "toolrt-agent: %v\n", err)
 		os.Exit(1)
 	}
-	a := &Agent{out: out, calls: map[int64]*Call{}, runner: runner}
+	a := &Agent{in: in, out: out, calls: map[int64]*Call{}, runner: runner}
 	a.watchSignals()
 	go a.reap()
 	a.serve(in)
@@ -92,6 +95,8 @@ func privateProtocolFds() (*os.File, *os.File, error) {
 		_ = syscall.Dup3(null, 1, 0)
 		_ = syscall.Close(null)
 	}
+	// Non-blocking: the runtime's poller waits for the daemon's bytes.
+	_ = syscall.SetNonblock(fds[0], true)
 	return os.NewFile(uintptr(fds[0]), "protocol-in"), os.NewFile(uintptr(fds[1]), "protocol-out"), nil
 }
 
@@ -112,38 +117,95 @@ func (a *Agent) watchSignals() {
 	}()
 	go func() {
 		for range resync {
-			a.decMu.Lock()
-			a.decoder.Resync()
-			a.decMu.Unlock()
-			m := protocol.NewResync()
-			m.Pid = int64(os.Getpid())
-			a.sendEpoch(&m, 0, 0, nil)
+			a.resync(a.in)
 		}
 	}()
 }
 
 // serve reads requests until the daemon closes stdin; then the agent ends,
-// and the container with it.
+// and the container with it. Each read and its decoding happen under decMu,
+// so that a resync (SIGUSR1) falls between two reads: what was read before
+// it is dropped with the decoder's buffer, and the bytes already waiting in
+// the pipe when it came (an earlier daemon's) are skipped as they are read.
 func (a *Agent) serve(in *os.File) {
+	raw, err := in.SyscallConn()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "toolrt-agent: %v\n", err)
+		return
+	}
 	buf := make([]byte, 1<<20)
 	for {
-		n, err := in.Read(buf)
-		if n > 0 {
+		var frames []*protocol.Frame
+		ended := false
+		err := raw.Read(func(fd uintptr) bool {
 			a.decMu.Lock()
-			frames, ferr := a.decoder.Feed(buf[:n])
-			if ferr != nil {
-				// A violation loses our place: look for the next frame.
-				a.decoder.Resync()
+			defer a.decMu.Unlock()
+			n, err := syscall.Read(int(fd), buf)
+			if err == syscall.EAGAIN || err == syscall.EINTR {
+				return false // wait for bytes
 			}
-			a.decMu.Unlock()
-			for _, frame := range frames {
-				a.dispatch(frame)
+			if n <= 0 {
+				ended = true
+				return true
 			}
+			data := buf[:n]
+			if a.stale > 0 {
+				skip := min(a.stale, len(data))
+				a.stale -= skip
+				data = data[skip:]
+			}
+			frames = a.feed(data)
+			return true
+		})
+		for _, frame := range frames {
+			a.dispatch(frame)
 		}
-		if err != nil {
+		if ended || err != nil {
 			return
 		}
 	}
+}
+
+// feed decodes what arrived (under decMu); a violation's bytes are dropped
+// and what followed them is read on.
+func (a *Agent) feed(data []byte) []*protocol.Frame {
+	var all []*protocol.Frame
+	for {
+		frames, err := a.decoder.Feed(data)
+		all = append(all, frames...)
+		if err == nil {
+			return all
+		}
+		fmt.Fprintf(os.Stderr, "toolrt-agent: %v\n", err)
+		data = nil
+	}
+}
+
+// resync forgets a partial frame and the bytes waiting to be read: a new
+// daemon attached, and sends nothing before it reads the Resync frame.
+func (a *Agent) resync(in *os.File) {
+	a.decMu.Lock()
+	a.decoder.Resync()
+	if raw, err := in.SyscallConn(); err == nil {
+		_ = raw.Control(func(fd uintptr) {
+			var pending int32
+			_, _, errno := syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCINQ, uintptr(unsafe.Pointer(&pending)))
+			if errno == 0 {
+				a.stale = int(pending)
+			}
+		})
+	}
+	a.decMu.Unlock()
+	m := protocol.NewResync()
+	m.Pid = int64(os.Getpid())
+	a.sendEpoch(&m, 0, 0, nil)
+}
+
+func min(a, b int) int {
+	if a < b {
+		return a
+	}
+	return b
 }
 
 func (a *Agent) dispatch(frame *protocol.Frame) {

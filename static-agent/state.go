@@ -154,8 +154,8 @@ func (s *stateChannel) take(fd int, buf, oob []byte) (bool, bool) {
 }
 
 // settle takes what is still queued and closes the channel. Called by the
-// reaper right after it reaped the shell: pids are handed out in sequence,
-// so none can be the shell's again by now.
+// reaper once the shell has exited and before it reaps it, so that no other
+// process can have its pid and every record still names its sender.
 func (s *stateChannel) settle() {
 	_ = s.file.SetReadDeadline(time.Now())
 	<-s.done

@@ -160,7 +160,9 @@ func (d *Decoder) Resync() {
 }
 
 // Feed takes bytes in and returns the frames they complete; an error is a
-// protocol violation (the frames before it are returned too).
+// protocol violation (the frames before it are returned too), after which
+// the decoder has dropped the offending bytes: Feed(nil) goes on with what
+// followed them.
 func (d *Decoder) Feed(data []byte) ([]*Frame, error) {
 	d.buf = append(d.buf, data...)
 	var frames []*Frame
@@ -172,6 +174,9 @@ func (d *Decoder) Feed(data []byte) ([]*Frame, error) {
 			hlen := binary.BigEndian.Uint32(d.buf[4:])
 			blen := binary.BigEndian.Uint32(d.buf[8:])
 			if hlen > MaxHeader || blen > MaxBody {
+				// Not a frame after all: look for the next MAGIC after it.
+				d.buf = d.buf[len(Magic):]
+				d.Skipped += len(Magic)
 				return frames, frameError("frame too large: header %d bytes, body %d bytes", hlen, blen)
 			}
 			d.hlen, d.blen, d.need = int(hlen), int(blen), true

@@ -117,10 +117,14 @@ def test_sigusr1_drops_a_partial_frame_and_says_resync(agent: AgentProcess) -> N
 
 def test_bytes_that_are_no_frame_are_skipped(agent: AgentProcess) -> None:
     agent.hello(epoch=1)
-    agent.write(b"garbage before any frame\n")
-    agent.ping()
-    agent.write(protocol.PREFIX.pack(protocol.MAGIC, 7, 0) + b"{op:...")
-    agent.ping()
+    ping = protocol.encode(protocol.Ping(), 77, 1)
+    too_large = protocol.PREFIX.pack(protocol.MAGIC, protocol.MAX_HEADER + 1, 0)
+    not_json = protocol.PREFIX.pack(protocol.MAGIC, 7, 0) + b"{op:..."
+    # Each in one write with the ping after it: the violation's bytes are
+    # dropped, never the frame that follows.
+    for junk in (b"garbage before any frame\n", too_large, not_json):
+        agent.write(junk + ping)
+        agent.frame(lambda f: f.request_id == 77).as_type(protocol.Pong)
 
 
 def test_a_stale_epoch_is_dropped_and_unknown_ops_are_refused(agent: AgentProcess) -> None:
