@@ -76,6 +76,7 @@ func NewRunner() (*Runner, error) {
 // Call is one running Exec.
 type Call struct {
 	id      int64
+	epoch   int64 // of the daemon that sent it: its answer and events go there
 	request *protocol.Exec
 	group   uint32
 	pid     int
@@ -85,7 +86,12 @@ type Call struct {
 
 func init() {
 	handle("exec", func(a *Agent, frame *protocol.Frame, m protocol.Message) {
-		go a.exec(frame.ID, m.(*protocol.Exec), frame.Body)
+		request := m.(*protocol.Exec)
+		if a.resumed(frame.ID, frame.Epoch, request) {
+			return
+		}
+		a.starting(request)
+		go a.exec(frame.ID, frame.Epoch, request, frame.Body)
 	})
 	handle("cancel", func(a *Agent, frame *protocol.Frame, m protocol.Message) {
 		cancel := m.(*protocol.Cancel)
@@ -111,18 +117,23 @@ func shellOf() string {
 	return "/bin/sh"
 }
 
-func (a *Agent) exec(id int64, request *protocol.Exec, stdin []byte) {
+func (a *Agent) exec(id, epoch int64, request *protocol.Exec, stdin []byte) {
+	fail := func(code, message string) {
+		f := protocol.NewFailure()
+		f.Code, f.Message = code, message
+		a.answerCall(id, epoch, request, &f, nil)
+	}
 	if request.Background {
-		a.fail(id, protocol.InvalidArguments,
+		fail(protocol.InvalidArguments,
 			"the static agent does not run background commands yet; run this session with agent = \"python\"")
 		return
 	}
 	started := time.Now()
 	oomBefore, oomKnown := oomKills()
-	call := &Call{id: id, request: request, stop: make(chan string, 1), output: make(chan struct{}, 1)}
+	call := &Call{id: id, epoch: epoch, request: request, stop: make(chan string, 1), output: make(chan struct{}, 1)}
 	run, err := a.runner.start(call, stdin, shellOf())
 	if err != nil {
-		a.fail(id, protocol.Internal, "cannot start the command: "+err.Error())
+		fail(protocol.Internal, "cannot start the command: "+err.Error())
 		return
 	}
 	a.mu.Lock()
@@ -139,7 +150,7 @@ func (a *Agent) exec(id int64, request *protocol.Exec, stdin []byte) {
 	}
 	status, reason := a.await(call, run.exit)
 	if failure := run.spawnFailure(request.Cwd); failure != nil {
-		a.send(failure, id, nil)
+		a.answerCall(id, epoch, request, failure, nil)
 		return
 	}
 	run.stdout.cut()
@@ -168,7 +179,7 @@ func (a *Agent) exec(id int64, request *protocol.Exec, stdin []byte) {
 		result.Stderr = run.stderr.capture.finish(&body)
 	}
 	result.DurationMS = time.Since(started).Milliseconds()
-	a.send(&result, id, body.Bytes())
+	a.answerCall(id, epoch, request, &result, body.Bytes())
 }
 
 // await waits for the main process's exit; on the deadline, silence or a

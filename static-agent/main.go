@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"sort"
 	"sync"
 	"syscall"
 	"unsafe"
@@ -30,7 +31,8 @@ const (
 type Agent struct {
 	out     *os.File
 	sendMu  sync.Mutex
-	mu      sync.Mutex // guards epoch and calls
+	mu      sync.Mutex // guards epoch, calls and kept
+	kept    *kept
 	epoch   int64
 	calls   map[int64]*Call
 	in      *os.File
@@ -71,7 +73,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "toolrt-agent: %v\n", err)
 		os.Exit(1)
 	}
-	a := &Agent{in: in, out: out, calls: map[int64]*Call{}, runner: runner}
+	a := &Agent{in: in, out: out, calls: map[int64]*Call{}, runner: runner, kept: newKept()}
 	a.watchSignals()
 	go a.reap()
 	a.serve(in)
@@ -274,12 +276,17 @@ func init() {
 	handle("hello", func(a *Agent, frame *protocol.Frame, _ protocol.Message) {
 		reply := protocol.NewHelloReply()
 		reply.Pid = int64(os.Getpid())
+		a.mu.Lock()
+		for callID := range a.kept.running {
+			reply.Running = append(reply.Running, callID)
+		}
+		reply.Unacked = a.kept.unacked()
+		a.mu.Unlock()
+		sort.Strings(reply.Running)
 		a.send(&reply, frame.ID, nil)
 	})
 	handle("ping", func(a *Agent, frame *protocol.Frame, _ protocol.Message) {
 		reply := protocol.NewPong()
 		a.send(&reply, frame.ID, nil)
 	})
-	// No answers are kept yet (that comes with re-adoption): nothing to forget.
-	handle("ack", func(*Agent, *protocol.Frame, protocol.Message) {})
 }

@@ -25,7 +25,14 @@ const (
 	offsetArg0    = 16
 	x32SyscallBit = 0x40000000
 	cloneNewUser  = 0x10000000
+	offsetArg2    = offsetArg0 + 16
+	afNetlink     = 16
+	netlinkRoute  = 0
 )
+
+// socket and socketpair only of these families (and AF_NETLINK's
+// NETLINK_ROUTE): unix, IPv4, IPv6.
+var families = []uint32{1, 2, 10}
 
 type arch struct {
 	audit   uint32
@@ -37,13 +44,13 @@ var arches = map[string]arch{
 		"io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
 		"bpf": 321, "userfaultfd": 323, "perf_event_open": 298, "keyctl": 250,
 		"add_key": 248, "request_key": 249, "mount": 165, "umount2": 166,
-		"unshare": 272, "clone": 56, "clone3": 435,
+		"unshare": 272, "clone": 56, "clone3": 435, "socket": 41, "socketpair": 53,
 	}},
 	"aarch64": {0xC00000B7, map[string]uint32{
 		"io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
 		"bpf": 280, "userfaultfd": 282, "perf_event_open": 241, "keyctl": 219,
 		"add_key": 217, "request_key": 218, "mount": 40, "umount2": 39,
-		"unshare": 97, "clone": 220, "clone3": 435,
+		"unshare": 97, "clone": 220, "clone3": 435, "socket": 198, "socketpair": 199,
 	}},
 }
 
@@ -54,6 +61,10 @@ var refused = []string{
 
 // Refused only when their first argument asks for a user namespace.
 var flagged = []string{"unshare", "clone"}
+
+// Refused unless their first argument is one of families (or AF_NETLINK
+// with NETLINK_ROUTE as their third).
+var sockets = []string{"socket", "socketpair"}
 
 type insn struct {
 	code   uint16
@@ -82,17 +93,40 @@ func filterProgram(machine string) ([]byte, error) {
 	for _, name := range flagged {
 		body = append(body, insn{bpfJeqK, a.numbers[name], "flags", ""})
 	}
+	for _, name := range sockets {
+		body = append(body, insn{bpfJeqK, a.numbers[name], "family", ""})
+	}
 	body = append(body, insn{bpfRetK, retAllow, "", ""})
+	// The checks of arguments, then the answers they jump to (BPF jumps
+	// only forward).
 	labels := map[string]int{"flags": len(body)}
 	body = append(body,
 		insn{bpfLdWAbs, offsetArg0, "", ""},
-		insn{bpfJsetK, cloneNewUser, "deny", ""},
-		insn{bpfRetK, retAllow, "", ""},
+		insn{bpfJsetK, cloneNewUser, "deny", "allow"},
 	)
-	labels["deny"] = len(body)
-	body = append(body, insn{bpfRetK, retErrno | uint32(syscall.EPERM), "", ""})
-	labels["enosys"] = len(body)
-	body = append(body, insn{bpfRetK, retErrno | uint32(syscall.ENOSYS), "", ""})
+	labels["family"] = len(body)
+	body = append(body, insn{bpfLdWAbs, offsetArg0, "", ""})
+	for _, family := range families {
+		body = append(body, insn{bpfJeqK, family, "allow", ""})
+	}
+	body = append(body,
+		insn{bpfJeqK, afNetlink, "", "eafnosupport"},
+		insn{bpfLdWAbs, offsetArg2, "", ""},
+		insn{bpfJeqK, netlinkRoute, "allow", "eprotonosupport"},
+	)
+	for _, answer := range []struct {
+		label string
+		k     uint32
+	}{
+		{"allow", retAllow},
+		{"deny", retErrno | uint32(syscall.EPERM)},
+		{"enosys", retErrno | uint32(syscall.ENOSYS)},
+		{"eafnosupport", retErrno | uint32(syscall.EAFNOSUPPORT)},
+		{"eprotonosupport", retErrno | uint32(syscall.EPROTONOSUPPORT)},
+	} {
+		labels[answer.label] = len(body)
+		body = append(body, insn{bpfRetK, answer.k, "", ""})
+	}
 	out := make([]byte, 0, 8*len(body))
 	for at, in := range body {
 		jump := func(label string) byte {

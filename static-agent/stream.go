@@ -166,7 +166,7 @@ func (s *stream) take(a *Agent, call *Call, data []byte) {
 		s.streamBudget -= int64(len(chunk))
 		event := protocol.NewOutput()
 		event.Stream = s.name
-		a.send(&event, call.id, chunk)
+		a.sendEpoch(&event, call.id, call.epoch, chunk)
 	}
 }
 

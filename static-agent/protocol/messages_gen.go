@@ -5,7 +5,7 @@ package protocol
 import "encoding/json"
 
 const (
-	Version          = 4
+	Version          = 5
 	MaxHeader        = 1048576
 	MaxBody          = 268435456
 	NotFound         = "NOT_FOUND"
@@ -32,7 +32,7 @@ type Hello struct {
 // NewHello is a Hello with protocol.py's defaults.
 func NewHello() Hello {
 	return Hello{
-		Version: 4,
+		Version: 5,
 	}
 }
 
@@ -138,6 +138,7 @@ type Exec struct {
 	Command           string
 	Cwd               string
 	Env               map[string]string
+	SpareEnv          map[string]string
 	CallID            string
 	Resume            bool
 	TimeoutS          float64
@@ -165,6 +166,7 @@ func NewExec() Exec {
 		Command:           "",
 		Cwd:               "/workspace",
 		Env:               map[string]string{},
+		SpareEnv:          nil,
 		CallID:            "",
 		Resume:            false,
 		TimeoutS:          60.0,
@@ -193,6 +195,7 @@ func (m *Exec) encodeFields(e *encoder) {
 	e.str("command", m.Command)
 	e.str("cwd", m.Cwd)
 	e.stringMap("env", m.Env, false)
+	e.stringMap("spare_env", m.SpareEnv, true)
 	e.str("call_id", m.CallID)
 	e.boolean("resume", m.Resume)
 	e.float("timeout_s", m.TimeoutS)
@@ -222,6 +225,9 @@ func (m *Exec) decodeFields(raw map[string]json.RawMessage) error {
 		return err
 	}
 	if err := field(raw, "env", &m.Env, false, "Exec.env"); err != nil {
+		return err
+	}
+	if err := field(raw, "spare_env", &m.SpareEnv, true, "Exec.spare_env"); err != nil {
 		return err
 	}
 	if err := field(raw, "call_id", &m.CallID, false, "Exec.call_id"); err != nil {
@@ -409,6 +415,30 @@ func (m *ProcessKill) decodeFields(raw map[string]json.RawMessage) error {
 func (m *ProcessKill) UnmarshalJSON(data []byte) error {
 	*m = NewProcessKill()
 	return decodeObject(data, "ProcessKill", m.decodeFields)
+}
+
+// StopLeftovers: Stop every process of the sandbox but the agent, the running calls'
+type StopLeftovers struct {
+}
+
+// NewStopLeftovers is a StopLeftovers with protocol.py's defaults.
+func NewStopLeftovers() StopLeftovers {
+	return StopLeftovers{}
+}
+
+func (*StopLeftovers) Op() string { return "stop_leftovers" }
+
+func (m *StopLeftovers) encodeFields(e *encoder) {
+}
+
+func (m *StopLeftovers) decodeFields(raw map[string]json.RawMessage) error {
+	return nil
+}
+
+// UnmarshalJSON: absent fields keep their defaults, as protocol.from_dict.
+func (m *StopLeftovers) UnmarshalJSON(data []byte) error {
+	*m = NewStopLeftovers()
+	return decodeObject(data, "StopLeftovers", m.decodeFields)
 }
 
 // Resolve: Resolve paths as the kernel would (symlinks, `..`).
@@ -679,6 +709,7 @@ type Archive struct {
 	MaxBytes  int64
 	DeadlineS float64
 	Window    int64
+	Redact    bool
 }
 
 // NewArchive is a Archive with protocol.py's defaults.
@@ -688,6 +719,7 @@ func NewArchive() Archive {
 		MaxBytes:  17179869184,
 		DeadlineS: 60.0,
 		Window:    4,
+		Redact:    true,
 	}
 }
 
@@ -698,6 +730,7 @@ func (m *Archive) encodeFields(e *encoder) {
 	e.int("max_bytes", m.MaxBytes)
 	e.float("deadline_s", m.DeadlineS)
 	e.int("window", m.Window)
+	e.boolean("redact", m.Redact)
 }
 
 func (m *Archive) decodeFields(raw map[string]json.RawMessage) error {
@@ -711,6 +744,9 @@ func (m *Archive) decodeFields(raw map[string]json.RawMessage) error {
 		return err
 	}
 	if err := field(raw, "window", &m.Window, false, "Archive.window"); err != nil {
+		return err
+	}
+	if err := field(raw, "redact", &m.Redact, false, "Archive.redact"); err != nil {
 		return err
 	}
 	return nil
@@ -838,7 +874,7 @@ type HelloReply struct {
 // NewHelloReply is a HelloReply with protocol.py's defaults.
 func NewHelloReply() HelloReply {
 	return HelloReply{
-		Version: 4,
+		Version: 5,
 		Python:  "",
 		Pid:     0,
 		Running: []string{},
@@ -1240,6 +1276,36 @@ func (m *ProcessReply) decodeFields(raw map[string]json.RawMessage) error {
 func (m *ProcessReply) UnmarshalJSON(data []byte) error {
 	*m = NewProcessReply()
 	return decodeObject(data, "ProcessReply", m.decodeFields)
+}
+
+type LeftoversStopped struct {
+	Processes int64
+}
+
+// NewLeftoversStopped is a LeftoversStopped with protocol.py's defaults.
+func NewLeftoversStopped() LeftoversStopped {
+	return LeftoversStopped{
+		Processes: 0,
+	}
+}
+
+func (*LeftoversStopped) Op() string { return "leftovers_stopped" }
+
+func (m *LeftoversStopped) encodeFields(e *encoder) {
+	e.int("processes", m.Processes)
+}
+
+func (m *LeftoversStopped) decodeFields(raw map[string]json.RawMessage) error {
+	if err := field(raw, "processes", &m.Processes, false, "LeftoversStopped.processes"); err != nil {
+		return err
+	}
+	return nil
+}
+
+// UnmarshalJSON: absent fields keep their defaults, as protocol.from_dict.
+func (m *LeftoversStopped) UnmarshalJSON(data []byte) error {
+	*m = NewLeftoversStopped()
+	return decodeObject(data, "LeftoversStopped", m.decodeFields)
 }
 
 type Resolved struct {
@@ -1664,48 +1730,50 @@ func (m *Credit) UnmarshalJSON(data []byte) error {
 
 // Kinds: the message of each op, made with its defaults.
 var kinds = map[string]func() Message{
-	"hello":          func() Message { m := NewHello(); return &m },
-	"ack":            func() Message { m := NewAck(); return &m },
-	"ping":           func() Message { m := NewPing(); return &m },
-	"secrets":        func() Message { m := NewSecrets(); return &m },
-	"exec":           func() Message { m := NewExec(); return &m },
-	"cancel":         func() Message { m := NewCancel(); return &m },
-	"process_list":   func() Message { m := NewProcessList(); return &m },
-	"process_output": func() Message { m := NewProcessOutput(); return &m },
-	"process_kill":   func() Message { m := NewProcessKill(); return &m },
-	"resolve":        func() Message { m := NewResolve(); return &m },
-	"read":           func() Message { m := NewRead(); return &m },
-	"write":          func() Message { m := NewWrite(); return &m },
-	"unlink":         func() Message { m := NewUnlink(); return &m },
-	"list":           func() Message { m := NewListDir(); return &m },
-	"extract":        func() Message { m := NewExtract(); return &m },
-	"archive":        func() Message { m := NewArchive(); return &m },
-	"relay_start":    func() Message { m := NewRelayStart(); return &m },
-	"error":          func() Message { m := NewFailure(); return &m },
-	"resync":         func() Message { m := NewResync(); return &m },
-	"hello_reply":    func() Message { m := NewHelloReply(); return &m },
-	"pong":           func() Message { m := NewPong(); return &m },
-	"exit":           func() Message { m := NewExecResult(); return &m },
-	"cancelled":      func() Message { m := NewCancelled(); return &m },
-	"processes":      func() Message { m := NewProcessListReply(); return &m },
-	"process":        func() Message { m := NewProcessReply(); return &m },
-	"resolved":       func() Message { m := NewResolved(); return &m },
-	"content":        func() Message { m := NewReadReply(); return &m },
-	"written":        func() Message { m := NewWriteReply(); return &m },
-	"done":           func() Message { m := NewDone(); return &m },
-	"listing":        func() Message { m := NewListing(); return &m },
-	"transferred":    func() Message { m := NewTransferred(); return &m },
-	"relay_ready":    func() Message { m := NewRelayReady(); return &m },
-	"out":            func() Message { m := NewOutput(); return &m },
-	"data":           func() Message { m := NewArchiveChunk(); return &m },
-	"credit":         func() Message { m := NewCredit(); return &m },
+	"hello":             func() Message { m := NewHello(); return &m },
+	"ack":               func() Message { m := NewAck(); return &m },
+	"ping":              func() Message { m := NewPing(); return &m },
+	"secrets":           func() Message { m := NewSecrets(); return &m },
+	"exec":              func() Message { m := NewExec(); return &m },
+	"cancel":            func() Message { m := NewCancel(); return &m },
+	"process_list":      func() Message { m := NewProcessList(); return &m },
+	"process_output":    func() Message { m := NewProcessOutput(); return &m },
+	"process_kill":      func() Message { m := NewProcessKill(); return &m },
+	"stop_leftovers":    func() Message { m := NewStopLeftovers(); return &m },
+	"resolve":           func() Message { m := NewResolve(); return &m },
+	"read":              func() Message { m := NewRead(); return &m },
+	"write":             func() Message { m := NewWrite(); return &m },
+	"unlink":            func() Message { m := NewUnlink(); return &m },
+	"list":              func() Message { m := NewListDir(); return &m },
+	"extract":           func() Message { m := NewExtract(); return &m },
+	"archive":           func() Message { m := NewArchive(); return &m },
+	"relay_start":       func() Message { m := NewRelayStart(); return &m },
+	"error":             func() Message { m := NewFailure(); return &m },
+	"resync":            func() Message { m := NewResync(); return &m },
+	"hello_reply":       func() Message { m := NewHelloReply(); return &m },
+	"pong":              func() Message { m := NewPong(); return &m },
+	"exit":              func() Message { m := NewExecResult(); return &m },
+	"cancelled":         func() Message { m := NewCancelled(); return &m },
+	"processes":         func() Message { m := NewProcessListReply(); return &m },
+	"process":           func() Message { m := NewProcessReply(); return &m },
+	"leftovers_stopped": func() Message { m := NewLeftoversStopped(); return &m },
+	"resolved":          func() Message { m := NewResolved(); return &m },
+	"content":           func() Message { m := NewReadReply(); return &m },
+	"written":           func() Message { m := NewWriteReply(); return &m },
+	"done":              func() Message { m := NewDone(); return &m },
+	"listing":           func() Message { m := NewListing(); return &m },
+	"transferred":       func() Message { m := NewTransferred(); return &m },
+	"relay_ready":       func() Message { m := NewRelayReady(); return &m },
+	"out":               func() Message { m := NewOutput(); return &m },
+	"data":              func() Message { m := NewArchiveChunk(); return &m },
+	"credit":            func() Message { m := NewCredit(); return &m },
 }
 
 // Requests are protocol.REQUESTS's ops.
-var Requests = []string{"hello", "ack", "ping", "secrets", "exec", "cancel", "process_list", "process_output", "process_kill", "resolve", "read", "write", "unlink", "list", "extract", "archive", "relay_start"}
+var Requests = []string{"hello", "ack", "ping", "secrets", "exec", "cancel", "process_list", "process_output", "process_kill", "stop_leftovers", "resolve", "read", "write", "unlink", "list", "extract", "archive", "relay_start"}
 
 // Replies are protocol.REPLIES's ops.
-var Replies = []string{"error", "resync", "hello_reply", "pong", "exit", "cancelled", "processes", "process", "resolved", "content", "written", "done", "listing", "transferred", "relay_ready"}
+var Replies = []string{"error", "resync", "hello_reply", "pong", "exit", "cancelled", "processes", "process", "leftovers_stopped", "resolved", "content", "written", "done", "listing", "transferred", "relay_ready"}
 
 // Events are protocol.EVENTS's ops.
 var Events = []string{"out", "data", "credit"}

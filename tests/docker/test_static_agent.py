@@ -14,11 +14,14 @@ from typing import Any
 
 import pytest
 
+from runtime.client import Client
 from runtime.sandbox.agent_dir import HELPER, STATIC_AGENT
 from tests.docker import test_exec_holes as holes
 from tests.docker import test_file_tools as file_tools
+from tests.docker import test_restarts as restarts
 from tests.docker import test_shell as shell_tests
 from tests.docker import test_shell_semantics as semantics
+from tests.docker.test_restarts import instance  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.docker
 
@@ -189,3 +192,27 @@ def test_a_timeout_sends_term_first_then_kills(static_client: Any) -> None:
         deaf = session.shell("trap '' TERM; echo started; while :; do sleep 0.1; done", timeout_s=1)
         assert deaf.error_code == "TIMEOUT"
         assert deaf.output["exit_code"] == 137
+
+
+def test_a_call_running_through_a_daemon_crash_answers_once(instance: Any) -> None:  # noqa: F811
+    # The Python agent's restart check: the next daemon re-adopts the session,
+    # its resumed call waits for the running one's answer, which ran once.
+    restarts.test_a_call_running_through_a_crash_answers_its_real_result(
+        lambda **overrides: instance(agent="static", **overrides)
+    )
+
+
+def test_a_kept_answer_is_given_again_not_run_again(instance: Any) -> None:  # noqa: F811
+    first = instance(agent="static")
+    with Client(first.target) as client:
+        sid = client.create_session().id
+        command = {"command": "echo once >> /workspace/n; cd /tmp; echo $RANDOM"}
+        answered = client.call(sid, "shell", command, call_id="a")
+    restarts.crash(first)
+    second = instance(agent="static")
+    with Client(second.target) as client:
+        again = client.call(sid, "shell", command, call_id="a")
+        assert again.output == answered.output
+        count = client.call(sid, "shell", {"command": "wc -l < /workspace/n; pwd"})
+        assert count.output["stdout"].split() == ["1", "/workspace"]
+        assert client.close_session(sid) == "closed"
