@@ -159,7 +159,12 @@ func (a *Agent) exec(id, epoch int64, request *protocol.Exec, stdin []byte) {
 	result.CallID = request.CallID
 	result.Killed = reason
 	if run.state != nil && reason == "" {
-		result.ShellState, result.Notes = run.state.outcome(request.ReportEnv)
+		bash := run.shell == "/bin/bash"
+		result.ShellState, result.Notes = run.state.outcome(request.ReportEnv && bash)
+		if request.ReportEnv && !bash {
+			result.Notes = append(result.Notes, "exports are kept across calls only under bash; "+
+				"this image's "+run.shell+" is not bash")
+		}
 	}
 	code := int64(exitCode(status))
 	result.ExitCode = &code
@@ -254,7 +259,8 @@ func exitCode(status syscall.WaitStatus) int {
 type run struct {
 	stdout, stderr *stream
 	report         *os.File
-	state          *stateChannel // nil unless bash reports its state
+	state          *stateChannel // nil unless the shell reports its state
+	shell          string
 	exit           chan syscall.WaitStatus
 }
 
@@ -295,7 +301,7 @@ func (r *Runner) start(call *Call, stdin []byte, shell string) (*run, error) {
 	closeAfter = append(closeAfter, repW)
 	files := []uintptr{uintptr(inR), uintptr(outW), uintptr(errW), uintptr(repW)}
 	var state *stateChannel
-	if call.request.ReportState && shell == "/bin/bash" {
+	if call.request.ReportState && reportsState(shell) {
 		if state, err = newStateChannel(); err != nil {
 			return nil, err
 		}
@@ -306,6 +312,14 @@ func (r *Runner) start(call *Call, stdin []byte, shell string) (*run, error) {
 		files = append(files, uintptr(state.peer))
 	}
 	command := wrapCommand(call.request.Command, state != nil, call.request.Pipefail, call.request.ReportEnv)
+	if shell != "/bin/bash" {
+		command = call.request.Command
+		if state != nil {
+			command = wrapPosix(command, call.request.Pipefail)
+		} else if call.request.Pipefail {
+			command = "set -o pipefail; " + command
+		}
+	}
 
 	r.mu.Lock()
 	call.group = r.nextGroup
@@ -356,7 +370,7 @@ func (r *Runner) start(call *Call, stdin []byte, shell string) (*run, error) {
 		errs = newStream(errR, "stderr", call.request)
 	}
 	report := os.NewFile(uintptr(repR), "report")
-	return &run{stdout: out, stderr: errs, report: report, state: state, exit: exit}, nil
+	return &run{stdout: out, stderr: errs, report: report, state: state, shell: shell, exit: exit}, nil
 }
 
 // feed writes the command's stdin and closes it; a command that exits

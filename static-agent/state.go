@@ -5,14 +5,16 @@ package main
 // over a socket pair made per call: bash finds its end at fd stateFd, and
 // the agent reads the other with SO_PASSCRED, so the kernel names the
 // sender of every record; only the call's main process (bash itself) is
-// believed. Bash only for now: under a POSIX sh no state is reported (the
-// daemon keeps the directory the call started in).
+// believed. Under BusyBox's sh (Alpine, BusyBox-only images) the directory
+// is reported too, by its builtins; exports only under bash for now.
 
 import (
 	"bytes"
 	"errors"
 	"fmt"
 	"os"
+	"path"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -52,6 +54,29 @@ func wrapCommand(command string, report, pipefail, reportEnv bool) string {
 		prelude += "set -o pipefail; "
 	}
 	return prelude + command
+}
+
+// wrapPosix is wrapCommand for BusyBox's sh: the directory only, by its
+// builtins (`command` skips functions of the same name).
+func wrapPosix(command string, pipefail bool) string {
+	dump := fmt.Sprintf("set +eu; [ -S /dev/fd/%d ] && { "+
+		"command printf 'toolrt-state-1\\0'; command pwd -P; command printf '\\0'; "+
+		"command printf 'END\\0'; } >&%d", stateFd, stateFd)
+	prelude := "trap " + shellQuote("{ "+dump+"; } 2>/dev/null") + " EXIT; "
+	if pipefail {
+		prelude += "set -o pipefail; "
+	}
+	return prelude + command
+}
+
+// reportsState says whether `shell` can report its state: bash, or BusyBox's
+// sh (dash, for one, cannot name descriptor 63).
+func reportsState(shell string) bool {
+	if shell == "/bin/bash" {
+		return true
+	}
+	target, err := filepathEval(shell)
+	return err == nil && path.Base(target) == "busybox"
 }
 
 func shellQuote(text string) string {
@@ -262,3 +287,5 @@ func parseReport(data []byte, withEnv bool) (*protocol.ShellReport, string, erro
 	report.Env = env
 	return &report, "", nil
 }
+
+var filepathEval = filepath.EvalSymlinks

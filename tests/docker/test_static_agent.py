@@ -42,7 +42,7 @@ def busybox_image(docker_client: Any) -> Iterator[str]:
             info.type, info.mode = tarfile.DIRTYPE, 0o755
             tar.addfile(info)
         tar.add(BUSYBOX, arcname="bin/busybox")
-        for applet in ("sh", "echo", "cat", "ls", "mkdir", "sleep", "pwd", "id", "readlink"):
+        for applet in ("sh", "echo", "cat", "ls", "mkdir", "sleep", "pwd", "id"):
             info = tarfile.TarInfo(f"bin/{applet}")
             info.type, info.linkname = tarfile.SYMTYPE, "busybox"
             tar.addfile(info)
@@ -110,8 +110,15 @@ def test_static_agent_serves_the_default_image(static_client: Any) -> None:
 def test_static_agent_serves_a_busybox_only_image(static_client: Any, busybox_image: str) -> None:
     with static_client.session(image=busybox_image) as session:
         check_the_basic_tools(session)
-        # No bash in the image: commands run under its sh.
-        assert session.shell("readlink /proc/$$/exe").output["stdout"] == "/bin/busybox\n"
+        # No bash in the image: commands run under its sh, which reports its
+        # directory as bash does (its exports are not kept, and it says so).
+        assert session.shell("echo ${BASH_VERSION-not bash}").output["stdout"] == "not bash\n"
+        assert session.shell("mkdir -p /workspace/sub && cd /workspace/sub").ok
+        assert session.shell("pwd").output["stdout"] == "/workspace/sub\n"
+        exported = session.shell("export K=v; exit 4", persist_env=True)
+        assert exported.output["exit_code"] == 4
+        assert "only under bash" in exported.output["note"]
+        assert session.shell("echo ${K-unset}; pwd").output["stdout"] == "unset\n/workspace/sub\n"
 
 
 def test_the_daemon_refuses_a_static_agent_it_does_not_have(tmp_path: Path) -> None:
