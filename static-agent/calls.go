@@ -149,6 +149,7 @@ func (a *Agent) exec(id, epoch int64, request *protocol.Exec, stdin []byte) {
 		run.stderr.start(a, call)
 	}
 	status, reason := a.await(call, run.exit)
+	_ = run.stdin.Close()
 	if failure := run.spawnFailure(request.Cwd); failure != nil {
 		a.answerCall(id, epoch, request, failure, nil)
 		return
@@ -258,6 +259,7 @@ func exitCode(status syscall.WaitStatus) int {
 // run is a started command's descriptors and exit.
 type run struct {
 	stdout, stderr *stream
+	stdin          *os.File
 	report         *os.File
 	state          *stateChannel // nil unless the shell reports its state
 	shell          string
@@ -363,20 +365,24 @@ func (r *Runner) start(call *Call, stdin []byte, shell string) (*run, error) {
 	if state != nil {
 		go state.read()
 	}
-	go feed(inW, stdin)
+	// Non-blocking, so that closing it ends a write still waiting.
+	_ = syscall.SetNonblock(inW, true)
+	stdinFile := os.NewFile(uintptr(inW), "stdin")
+	go feed(stdinFile, stdin)
 	out := newStream(outR, "stdout", call.request)
 	errs := out
 	if errR != outR {
 		errs = newStream(errR, "stderr", call.request)
 	}
 	report := os.NewFile(uintptr(repR), "report")
-	return &run{stdout: out, stderr: errs, report: report, state: state, shell: shell, exit: exit}, nil
+	return &run{stdout: out, stderr: errs, stdin: stdinFile, report: report, state: state,
+		shell: shell, exit: exit}, nil
 }
 
 // feed writes the command's stdin and closes it; a command that exits
-// without reading it all ends the write (EPIPE).
-func feed(fd int, data []byte) {
-	f := os.NewFile(uintptr(fd), "stdin")
+// without reading it all ends the write (EPIPE), and so does the end of the
+// call (the file is closed under the write), whatever still holds the pipe.
+func feed(f *os.File, data []byte) {
 	defer f.Close()
 	_, _ = f.Write(data)
 }

@@ -107,6 +107,19 @@ def test_static_agent_serves_the_default_image(static_client: Any) -> None:
         assert session.shell("echo after").output["stdout"] == "after\n"
 
 
+def test_stdin_nobody_reads_holds_nothing_after_the_call(static_client: Any) -> None:
+    # A background child keeps the pipe open and never reads: each call's
+    # unwritten stdin must not keep one of the agent's threads waiting.
+    threads = "grep Threads /proc/1/status"
+    with static_client.session() as session:
+        before = int(session.shell(threads).output["stdout"].split()[1])
+        for _ in range(8):
+            result = session.shell("sleep 60 <&0 & exit 0", stdin="x" * (256 << 10))
+            assert result.ok and result.output["exit_code"] == 0, result
+        after = int(session.shell(threads).output["stdout"].split()[1])
+        assert after - before < 4, (before, after)
+
+
 def test_static_agent_serves_a_busybox_only_image(static_client: Any, busybox_image: str) -> None:
     with static_client.session(image=busybox_image) as session:
         check_the_basic_tools(session)
