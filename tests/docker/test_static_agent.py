@@ -21,7 +21,6 @@ from tests.docker import test_file_tools as file_tools
 from tests.docker import test_restarts as restarts
 from tests.docker import test_shell as shell_tests
 from tests.docker import test_shell_semantics as semantics
-from tests.docker.test_restarts import instance  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.docker
 
@@ -214,7 +213,7 @@ def test_a_timeout_sends_term_first_then_kills(static_client: Any) -> None:
         assert deaf.output["exit_code"] == 137
 
 
-def test_a_call_running_through_a_daemon_crash_answers_once(instance: Any) -> None:  # noqa: F811
+def test_a_call_running_through_a_daemon_crash_answers_once(instance: Any) -> None:
     # The Python agent's restart check: the next daemon re-adopts the session,
     # its resumed call waits for the running one's answer, which ran once.
     restarts.test_a_call_running_through_a_crash_answers_its_real_result(
@@ -222,7 +221,7 @@ def test_a_call_running_through_a_daemon_crash_answers_once(instance: Any) -> No
     )
 
 
-def test_a_kept_answer_is_given_again_not_run_again(instance: Any) -> None:  # noqa: F811
+def test_a_kept_answer_is_given_again_not_run_again(instance: Any) -> None:
     first = instance(agent="static")
     with Client(first.target) as client:
         sid = client.create_session().id
