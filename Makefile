@@ -75,6 +75,7 @@ fuzz-agent: go ## fuzz the static agent's frame decoder for AGENT_FUZZTIME (defa
 agent-proto-check: $(STAMP) go ## fail if static-agent/protocol differs from what runtime/static-agent/protocol.py generates
 	$(PY) scripts/gen_agent_protocol.py
 	$(PY) scripts/gen_agent_golden.py
+	$(PY) scripts/gen_agent_redact.py
 	git diff --exit-code -- static-agent/protocol static-agent/testdata
 	@new=$$(git ls-files --others --exclude-standard -- static-agent/protocol static-agent/testdata); \
 	if [ -n "$$new" ]; then echo "generated but not committed: $$new"; exit 1; fi

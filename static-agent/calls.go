@@ -81,7 +81,10 @@ type Call struct {
 	group   uint32
 	pid     int
 	stop    chan string // a reason to kill it (Cancel)
-	output  chan struct{}
+	// The session's secrets when it started: in its environment, redacted
+	// from its output and from the exports it reports.
+	redactor *Redactor
+	output   chan struct{}
 }
 
 func init() {
@@ -130,7 +133,8 @@ func (a *Agent) exec(id, epoch int64, request *protocol.Exec, stdin []byte) {
 	}
 	started := time.Now()
 	oomBefore, oomKnown := oomKills()
-	call := &Call{id: id, epoch: epoch, request: request, stop: make(chan string, 1), output: make(chan struct{}, 1)}
+	call := &Call{id: id, epoch: epoch, request: request, stop: make(chan string, 1),
+		output: make(chan struct{}, 1), redactor: a.redactor.get()}
 	run, err := a.runner.start(call, stdin, shellOf())
 	if err != nil {
 		fail(protocol.Internal, "cannot start the command: "+err.Error())
@@ -162,6 +166,12 @@ func (a *Agent) exec(id, epoch int64, request *protocol.Exec, stdin []byte) {
 	if run.state != nil && reason == "" {
 		bash := run.shell == "/bin/bash"
 		result.ShellState, result.Notes = run.state.outcome(request.ReportEnv && bash)
+		if result.ShellState != nil && result.ShellState.Env != nil {
+			// The daemon keeps exports: references to secrets, never values.
+			var notes []string
+			result.ShellState.Env, notes = call.redactor.references(result.ShellState.Env)
+			result.Notes = append(result.Notes, notes...)
+		}
 		if request.ReportEnv && !bash {
 			result.Notes = append(result.Notes, "exports are kept across calls only under bash; "+
 				"this image's "+run.shell+" is not bash")
@@ -329,8 +339,9 @@ func (r *Runner) start(call *Call, stdin []byte, shell string) (*run, error) {
 	argv := []string{r.helper, r.filter, strconv.FormatUint(uint64(call.group), 10),
 		strconv.Itoa(protocol.SandboxUid), strconv.Itoa(protocol.SandboxGid), call.request.Cwd,
 		shell, "-c", command}
-	env := make([]string, 0, len(call.request.Env))
-	for k, v := range call.request.Env {
+	environment := call.redactor.environment(call.request.Env)
+	env := make([]string, 0, len(environment))
+	for k, v := range environment {
 		env = append(env, k+"="+v)
 	}
 	attr := &syscall.ProcAttr{
@@ -369,10 +380,10 @@ func (r *Runner) start(call *Call, stdin []byte, shell string) (*run, error) {
 	_ = syscall.SetNonblock(inW, true)
 	stdinFile := os.NewFile(uintptr(inW), "stdin")
 	go feed(stdinFile, stdin)
-	out := newStream(outR, "stdout", call.request)
+	out := newStream(outR, "stdout", call.request, call.redactor)
 	errs := out
 	if errR != outR {
-		errs = newStream(errR, "stderr", call.request)
+		errs = newStream(errR, "stderr", call.request, call.redactor)
 	}
 	report := os.NewFile(uintptr(repR), "report")
 	return &run{stdout: out, stderr: errs, stdin: stdinFile, report: report, state: state,

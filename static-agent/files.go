@@ -307,23 +307,18 @@ func init() {
 		}
 		return &reply, nil, nil
 	}))
-	handle("read", fileOp(func(m protocol.Message, _ []byte) (protocol.Message, []byte, error) {
-		request := *m.(*protocol.Read)
-		if !request.Resolve {
-			return read(&request)
-		}
-		// Resolved here, and a failure of the read travels in the reply,
-		// for the daemon's allowlist to see the path first.
-		request.Path = realpath(request.Path)
-		reply, body, err := read(&request)
-		if err != nil {
-			failed := protocol.NewReadReply()
-			failed.Path, failed.Failure = request.Path, failureOf(err)
-			return &failed, nil, nil
-		}
-		reply.(*protocol.ReadReply).Path = request.Path
-		return reply, body, nil
-	}))
+	handle("read", func(a *Agent, frame *protocol.Frame, m protocol.Message) {
+		redactor := a.redactor.get()
+		fileOp(func(m protocol.Message, _ []byte) (protocol.Message, []byte, error) {
+			request := *m.(*protocol.Read)
+			reply, body, err := readResolved(&request)
+			if err != nil || !request.Redact {
+				return reply, body, err
+			}
+			// A read cut at its byte cap may end inside a secret: that piece goes too.
+			return reply, redactor.redact(body, false, reply.(*protocol.ReadReply).Truncated), nil
+		})(a, frame, m)
+	})
 	handle("write", fileOp(func(m protocol.Message, body []byte) (protocol.Message, []byte, error) {
 		return write(m.(*protocol.Write).Path, body)
 	}))
@@ -361,6 +356,24 @@ func fileOp(fn fileFn) Handler {
 			a.send(reply, frame.ID, body)
 		}()
 	}
+}
+
+// readResolved is read, of the path resolved first when the request asks:
+// then a failure of the read travels in the reply, for the daemon's
+// allowlist to see the path first.
+func readResolved(request *protocol.Read) (protocol.Message, []byte, error) {
+	if !request.Resolve {
+		return read(request)
+	}
+	request.Path = realpath(request.Path)
+	reply, body, err := read(request)
+	if err != nil {
+		failed := protocol.NewReadReply()
+		failed.Path, failed.Failure = request.Path, failureOf(err)
+		return &failed, nil, nil
+	}
+	reply.(*protocol.ReadReply).Path = request.Path
+	return reply, body, nil
 }
 
 func read(request *protocol.Read) (protocol.Message, []byte, error) {

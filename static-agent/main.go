@@ -4,8 +4,8 @@
 // root with only SETUID, SETGID and KILL, framed messages on the attached
 // stdin/stdout. One binary with no libc dependency, so it runs in any Linux
 // image of its architecture, with or without Python. This is its first
-// slice: the handshake, commands (exec, cancel) and the file operations
-// resolve, read, write, unlink and list. Every other request is answered
+// slice: the handshake, commands (exec, cancel), the file operations
+// resolve, read, write, unlink and list, and secrets. Every other request is answered
 // with an error naming what is missing, never left unanswered.
 package main
 
@@ -40,6 +40,8 @@ type Agent struct {
 	decMu   sync.Mutex
 	stale   int // bytes still to skip: written before the latest resync
 	runner  *Runner
+	// The session's secrets (the Secrets request sets them).
+	redactor redactorSlot
 }
 
 // Handler answers one request (in its own goroutine when it may block).

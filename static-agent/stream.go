@@ -82,11 +82,12 @@ type stream struct {
 	// Output events still allowed (0 when the request does not stream).
 	streamBudget int64
 	dropping     bool
+	redact       redactStream
 	taken        chan struct{}
 	once         sync.Once
 }
 
-func newStream(fd int, name string, request *protocol.Exec) *stream {
+func newStream(fd int, name string, request *protocol.Exec, redactor *Redactor) *stream {
 	// Non-blocking before os.NewFile: the runtime's poller then watches it,
 	// and a read deadline can interrupt a read.
 	_ = syscall.SetNonblock(fd, true)
@@ -95,6 +96,7 @@ func newStream(fd int, name string, request *protocol.Exec) *stream {
 		name:    name,
 		capture: newCapture(request.OutputCap, request.HeadFraction),
 		taken:   make(chan struct{}),
+		redact:  redactStream{r: redactor},
 	}
 	if request.Stream {
 		s.streamBudget = request.StreamCap
@@ -119,10 +121,12 @@ func (s *stream) read(a *Agent, call *Call) {
 			continue
 		}
 		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			s.end(a, call)
 			return // end of file: every writer is gone
 		}
 		// Cut: take what is already in the pipe, then drop the rest.
 		s.drainNow(a, call, buf)
+		s.end(a, call)
 		s.mu.Lock()
 		s.dropping = true
 		s.mu.Unlock()
@@ -153,11 +157,30 @@ func (s *stream) take(a *Agent, call *Call, data []byte) {
 	if s.dropping {
 		return
 	}
-	s.capture.add(data)
 	select {
 	case call.output <- struct{}{}:
 	default:
 	}
+	// Secrets are redacted before anything is captured or streamed.
+	s.keep(a, call, s.redact.feed(data))
+}
+
+// end takes what the redaction still holds: the output has ended, or is
+// dropped from now on.
+func (s *stream) end(a *Agent, call *Call) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.dropping {
+		s.keep(a, call, s.redact.flush())
+	}
+}
+
+// keep captures redacted output and streams it (under s.mu).
+func (s *stream) keep(a *Agent, call *Call, data []byte) {
+	if len(data) == 0 {
+		return
+	}
+	s.capture.add(data)
 	if s.streamBudget > 0 {
 		chunk := data
 		if int64(len(chunk)) > s.streamBudget {

@@ -4,6 +4,7 @@ offline from Debian's busybox-static (`make go` installs it)."""
 
 from __future__ import annotations
 
+import inspect
 import io
 import shutil
 import tarfile
@@ -19,6 +20,8 @@ from runtime.sandbox.agent_dir import HELPER, STATIC_AGENT
 from tests.docker import test_exec_holes as holes
 from tests.docker import test_file_tools as file_tools
 from tests.docker import test_restarts as restarts
+from tests.docker import test_secret_edges as secret_edges
+from tests.docker import test_secrets as secrets_tests
 from tests.docker import test_shell as shell_tests
 from tests.docker import test_shell_semantics as semantics
 
@@ -235,3 +238,62 @@ def test_a_kept_answer_is_given_again_not_run_again(instance: Any) -> None:
         count = client.call(sid, "shell", {"command": "wc -l < /workspace/n; pwd"})
         assert count.output["stdout"].split() == ["1", "/workspace"]
         assert client.close_session(sid) == "closed"
+
+
+# The Python agent's secrets checks, run on the static agent unchanged, each
+# with its module's secrets: (module, check names, the secrets file, the
+# tenant's secrets, the session's).
+SECRET_CHECKS = [
+    (
+        secrets_tests,
+        (
+            "commands_get_the_secret_and_its_output_is_redacted",
+            "base64_forms_are_redacted_at_every_alignment",
+            "reversed_and_hex_forms_are_not_caught",
+            "a_secret_straddling_the_head_and_tail_cuts_never_leaks_a_part",
+            "a_secret_split_across_two_streamed_chunks_is_caught",
+            "read_file_is_redacted_and_edit_file_keeps_the_value",
+            "persisted_exports_keep_a_reference_not_the_value",
+            "an_encoded_secret_is_not_persisted",
+        ),
+        f"GITHUB_TOKEN={secrets_tests.TOKEN}\n",
+        ["GITHUB_TOKEN"],
+    ),
+    (
+        secret_edges,
+        (
+            "run_tests_redacts_what_parsing_the_report_unescapes",
+            "colour_codes_splitting_a_secret_do_not_join_it_again",
+            "toolrts_cuts_leave_no_piece_of_a_secret",
+        ),
+        f"API_KEY={secret_edges.KEY}\nPW={secret_edges.PW}\nHOST_KEY={secret_edges.HOST_KEY}\n",
+        ["API_KEY", "PW"],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("module", "name", "secrets", "names"),
+    [
+        (module, name, text, names)
+        for module, checks, text, names in SECRET_CHECKS
+        for name in checks
+    ],
+    ids=[name for _, checks, _, _ in SECRET_CHECKS for name in checks],
+)
+def test_static_agent_passes_the_python_agents_secret_checks(
+    make_daemon: Any, tmp_path: Path, module: Any, name: str, secrets: str, names: list[str]
+) -> None:
+    path = tmp_path / "secrets.env"
+    path.write_text(secrets)
+    path.chmod(0o600)
+    tenant_names = [line.split("=")[0] for line in secrets.splitlines()]
+    daemon = make_daemon(
+        agent="static",
+        secrets_file=str(path),
+        tenants={"default": {"secrets": tenant_names}},
+    )
+    check = getattr(module, f"test_{name}")
+    with Client(daemon.target) as client, client.session(secrets=names) as session:
+        given = {"client": client, "session": session, "daemon": daemon}
+        check(**{arg: given[arg] for arg in inspect.signature(check).parameters})

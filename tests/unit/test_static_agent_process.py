@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from runtime.agent import protocol
+from runtime.agent.redact import encode_secrets
 from runtime.sandbox.agent_dir import STATIC_AGENT
 
 BINARY = Path(__file__).resolve().parents[2] / "runtime" / "agent" / STATIC_AGENT
@@ -37,9 +38,11 @@ class AgentProcess:
         self.process.stdin.write(data)
         self.process.stdin.flush()
 
-    def request(self, message: protocol.Message, epoch: int | None = None) -> protocol.Frame:
+    def request(
+        self, message: protocol.Message, epoch: int | None = None, body: bytes = b""
+    ) -> protocol.Frame:
         rid, self.next_id = self.next_id, self.next_id + 1
-        self.write(protocol.encode(message, rid, self.epoch if epoch is None else epoch))
+        self.write(protocol.encode(message, rid, self.epoch if epoch is None else epoch, body))
         return self.frame(lambda f: f.request_id == rid)
 
     def frame(self, wanted: object) -> protocol.Frame:
@@ -142,7 +145,17 @@ def test_what_it_does_not_do_yet_is_answered_with_an_error_naming_it(
     agent: AgentProcess,
 ) -> None:
     agent.hello(epoch=2)
-    for request in (protocol.Archive(paths=["/workspace"]), protocol.Secrets()):
+    for request in (protocol.Archive(paths=["/workspace"]),):
         failure = agent.request(request).as_type(protocol.Failure)
         assert failure.code == protocol.INVALID_ARGUMENTS
         assert f"does not implement {request.OP!r}".replace("'", '"') in failure.message
+
+
+def test_secrets_of_a_bad_shape_are_refused_and_good_ones_taken(agent: AgentProcess) -> None:
+    agent.hello(epoch=3)
+    for body in (b"[]", b'{"1X": "v"}', b'{"A": ""}', b"{not json"):
+        failure = agent.request(protocol.Secrets(), body=body).as_type(protocol.Failure)
+        assert failure.code == protocol.INVALID_ARGUMENTS
+        assert failure.message.startswith("secrets: ")
+    taken = agent.request(protocol.Secrets(), body=encode_secrets({"A_KEY": "value-of-a-key"}))
+    assert taken.op == protocol.Done.OP
