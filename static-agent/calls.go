@@ -46,6 +46,7 @@ type Runner struct {
 	mu        sync.Mutex
 	nextGroup uint32
 	exits     map[int]*exitHook
+	reaped    chan struct{} // closed at each reap (nextReap)
 }
 
 // exitHook is what the reaper does for a command's main process: `before`
@@ -70,6 +71,7 @@ func NewRunner() (*Runner, error) {
 		filter:    filter,
 		nextGroup: firstGroup(),
 		exits:     map[int]*exitHook{},
+		reaped:    make(chan struct{}),
 	}, nil
 }
 
@@ -126,9 +128,9 @@ func (a *Agent) exec(id, epoch int64, request *protocol.Exec, stdin []byte) {
 		f.Code, f.Message = code, message
 		a.answerCall(id, epoch, request, &f, nil)
 	}
-	if request.Background {
-		fail(protocol.InvalidArguments,
-			"the static agent does not run background commands yet; run this session with agent = \"python\"")
+	if request.Background && !a.procs.hasRoom(request.MaxBackground) {
+		fail(protocol.LimitExceeded, fmt.Sprintf("%d background processes are already running "+
+			"(the session's maximum); stop one with process_kill", request.MaxBackground))
 		return
 	}
 	started := time.Now()
@@ -152,12 +154,28 @@ func (a *Agent) exec(id, epoch int64, request *protocol.Exec, stdin []byte) {
 	if run.stderr != run.stdout {
 		run.stderr.start(a, call)
 	}
-	status, reason := a.await(call, run.exit)
-	_ = run.stdin.Close()
+	out := a.await(call, run.exit)
+	if !out.detach {
+		_ = run.stdin.Close()
+	}
 	if failure := run.spawnFailure(request.Cwd); failure != nil {
 		a.answerCall(id, epoch, request, failure, nil)
 		return
 	}
+	if out.detach {
+		if out.gone {
+			run.stdout.wait(time.Second)
+			run.stderr.wait(time.Second)
+		}
+		p := a.detach(call, run, started, out.idle, out)
+		var deadline time.Time
+		if out.idle && request.DeadlineAfterIdle {
+			deadline = started.Add(seconds(request.TimeoutS))
+		}
+		a.keep(p, run, deadline)
+		return
+	}
+	status, reason := out.status, out.reason
 	run.stdout.cut()
 	run.stderr.cut()
 	result := protocol.NewExecResult()
@@ -182,13 +200,8 @@ func (a *Agent) exec(id, epoch int64, request *protocol.Exec, stdin []byte) {
 	if oomAfter, ok := oomKills(); ok && oomKnown && oomAfter > oomBefore {
 		result.Oom = true
 	}
-	if reason == "idle" {
-		result.Idle = true
-		if request.OnIdle == "background" {
-			result.Notes = append(result.Notes,
-				"the static agent cannot keep a silent command in the background yet: it was killed")
-		}
-	}
+	result.Idle = reason == "idle"
+	result.BackgroundCapHit = out.capHit
 	var body bytes.Buffer
 	result.Stdout = run.stdout.capture.finish(&body)
 	if run.stderr != run.stdout {
@@ -198,29 +211,69 @@ func (a *Agent) exec(id, epoch int64, request *protocol.Exec, stdin []byte) {
 	a.answerCall(id, epoch, request, &result, body.Bytes())
 }
 
+// outcome is how a call's wait ended.
+type outcome struct {
+	status syscall.WaitStatus // the main process's, when exited
+	exited bool
+	reason string // why the agent killed it
+	detach bool   // answer with a handle; its processes keep running
+	gone   bool   // no process of its tree is left
+	idle   bool   // silent past its limit (moved to the background, or killed)
+	capHit bool   // silent, to be moved, but the background was full
+}
+
 // await waits for the main process's exit; on the deadline, silence or a
-// Cancel it kills the whole tree first. The status and why it was killed.
-func (a *Agent) await(call *Call, exit chan syscall.WaitStatus) (syscall.WaitStatus, string) {
+// Cancel it kills the whole tree first. A background call waits settle_s,
+// or less when its whole tree ends first.
+func (a *Agent) await(call *Call, exit chan syscall.WaitStatus) outcome {
 	request := call.request
-	deadline := time.NewTimer(seconds(request.TimeoutS))
-	defer deadline.Stop()
-	var idle <-chan time.Time
+	var deadline, settle, idle, look <-chan time.Time
 	var idleTimer *time.Timer
-	if request.IdleTimeoutS > 0 {
-		idleTimer = time.NewTimer(seconds(request.IdleTimeoutS))
-		defer idleTimer.Stop()
-		idle = idleTimer.C
+	if request.Background {
+		timer := time.NewTimer(seconds(request.SettleS))
+		defer timer.Stop()
+		settle = timer.C
+	} else {
+		timer := time.NewTimer(seconds(request.TimeoutS))
+		defer timer.Stop()
+		deadline = timer.C
+		if request.IdleTimeoutS > 0 {
+			idleTimer = time.NewTimer(seconds(request.IdleTimeoutS))
+			defer idleTimer.Stop()
+			idle = idleTimer.C
+		}
 	}
+	var out outcome
 	for {
 		select {
 		case status := <-exit:
-			return status, ""
-		case <-deadline.C:
-			return kill(call, exit), "deadline"
+			out.status, out.exited, exit = status, true, nil
+			if !request.Background {
+				return out
+			}
+			look = time.After(0)
+		case <-look:
+			// A background call whose tree has ended is answered with a
+			// handle too, one that reads as exited.
+			if len(members(call.group)) == 0 {
+				out.detach, out.gone = true, true
+				return out
+			}
+			look = time.After(treeGap)
+		case <-settle:
+			out.detach = true
+			return out
+		case <-deadline:
+			return kill(call, exit, out, "deadline")
 		case <-idle:
-			return kill(call, exit), "idle"
+			if request.OnIdle == "background" && a.procs.hasRoom(request.MaxBackground) {
+				return outcome{detach: true, idle: true}
+			}
+			out = kill(call, exit, out, "idle")
+			out.capHit = request.OnIdle == "background"
+			return out
 		case reason := <-call.stop:
-			return kill(call, exit), reason
+			return kill(call, exit, out, reason)
 		case <-call.output:
 			if idleTimer != nil {
 				if !idleTimer.Stop() {
@@ -237,19 +290,30 @@ func (a *Agent) await(call *Call, exit chan syscall.WaitStatus) (syscall.WaitSta
 
 // kill ends the call's whole tree: TERM first, then, after grace_s or
 // once the main process is gone, every process of the call stopped and
-// killed. The main process's status.
-func kill(call *Call, exit chan syscall.WaitStatus) syscall.WaitStatus {
-	signalTree(call.group, syscall.SIGTERM, call.pid)
-	grace := time.NewTimer(time.Duration(call.request.GraceS * float64(time.Second)))
-	defer grace.Stop()
-	select {
-	case status := <-exit:
-		stopAndKill(call.group)
-		return status
-	case <-grace.C:
-		stopAndKill(call.group, call.pid)
-		return <-exit
+// killed. With the main process's status, for `reason`.
+func kill(call *Call, exit chan syscall.WaitStatus, out outcome, reason string) outcome {
+	out.reason = reason
+	grace := time.Duration(call.request.GraceS * float64(time.Second))
+	if out.exited {
+		// A background call's main process is gone; its tree is not.
+		signalTree(call.group, syscall.SIGTERM)
+		if !waitFor(func() bool { return len(members(call.group)) == 0 }, grace) {
+			stopAndKill(call.group)
+		}
+		return out
 	}
+	signalTree(call.group, syscall.SIGTERM, call.pid)
+	timer := time.NewTimer(grace)
+	defer timer.Stop()
+	select {
+	case out.status = <-exit:
+		stopAndKill(call.group)
+	case <-timer.C:
+		stopAndKill(call.group, call.pid)
+		out.status = <-exit
+	}
+	out.exited = true
+	return out
 }
 
 func seconds(s float64) time.Duration {

@@ -1,7 +1,6 @@
 package main
 
-// Listing a directory (files.list_dir) and the background-process requests,
-// which have nothing to name while this agent runs no background process.
+// Listing a directory (files.list_dir).
 
 import (
 	"os"
@@ -16,26 +15,7 @@ func init() {
 	handle("list", fileOp(func(m protocol.Message, _ []byte) (protocol.Message, []byte, error) {
 		return listDir(m.(*protocol.ListDir))
 	}))
-	handle("process_list", func(a *Agent, frame *protocol.Frame, _ protocol.Message) {
-		reply := protocol.NewProcessListReply()
-		a.send(&reply, frame.ID, nil)
-	})
-	noProcess := func(a *Agent, frame *protocol.Frame, m protocol.Message) {
-		var id string
-		switch request := m.(type) {
-		case *protocol.ProcessOutput:
-			id = request.ProcessID
-		case *protocol.ProcessKill:
-			id = request.ProcessID
-		}
-		a.fail(frame.ID, protocol.NotFound,
-			"no background process "+pyQuote(clip(id, 40))+" (known handles: none)")
-	}
-	handle("process_output", noProcess)
-	handle("process_kill", noProcess)
 }
-
-func pyQuote(s string) string { return "'" + s + "'" }
 
 // listDir lists the entries below a directory, symlinks listed but never
 // followed: a directory's entries sorted, then each subdirectory's in turn

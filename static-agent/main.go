@@ -4,8 +4,9 @@
 // root with only SETUID, SETGID and KILL, framed messages on the attached
 // stdin/stdout. One binary with no libc dependency, so it runs in any Linux
 // image of its architecture, with or without Python. This is its first
-// slice: the handshake, commands (exec, cancel), the file operations
-// resolve, read, write, unlink and list, and secrets. Every other request is answered
+// slice: the handshake, commands (exec, cancel, background processes and
+// their requests), the file operations resolve, read, write, unlink and
+// list, and secrets. Every other request is answered
 // with an error naming what is missing, never left unanswered.
 package main
 
@@ -40,6 +41,7 @@ type Agent struct {
 	decMu   sync.Mutex
 	stale   int // bytes still to skip: written before the latest resync
 	runner  *Runner
+	procs   registry // background processes
 	// The session's secrets (the Secrets request sets them).
 	redactor redactorSlot
 }

@@ -22,6 +22,14 @@ const (
 	siginfoN = 128
 )
 
+// nextReap is closed at the next reap (the end of a tree is always one:
+// its last process ends as the agent's child).
+func (r *Runner) nextReap() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.reaped
+}
+
 func (a *Agent) reap() {
 	children := make(chan os.Signal, 1)
 	signal.Notify(children, syscall.SIGCHLD)
@@ -60,5 +68,7 @@ func (a *Agent) reapOne() bool {
 		delete(a.runner.exits, pid)
 		hook.status <- status
 	}
+	close(a.runner.reaped)
+	a.runner.reaped = make(chan struct{})
 	return true
 }

@@ -83,8 +83,10 @@ type stream struct {
 	streamBudget int64
 	dropping     bool
 	redact       redactStream
-	taken        chan struct{}
-	once         sync.Once
+	// Once the call is answered with a handle: where its output goes.
+	ring  *ring
+	taken chan struct{}
+	once  sync.Once
 }
 
 func newStream(fd int, name string, request *protocol.Exec, redactor *Redactor) *stream {
@@ -180,6 +182,10 @@ func (s *stream) keep(a *Agent, call *Call, data []byte) {
 	if len(data) == 0 {
 		return
 	}
+	if s.ring != nil {
+		s.ring.add(data)
+		return
+	}
 	s.capture.add(data)
 	if s.streamBudget > 0 {
 		chunk := data
@@ -197,4 +203,23 @@ func (s *stream) keep(a *Agent, call *Call, data []byte) {
 func (s *stream) cut() {
 	_ = s.file.SetReadDeadline(time.Now())
 	<-s.taken
+}
+
+// detach appends what was captured to `body` and sends what follows to
+// the ring of the call's handle.
+func (s *stream) detach(body *bytes.Buffer, to *ring) protocol.CaptureInfo {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ring = to
+	return s.capture.finish(body)
+}
+
+// wait waits at most `within` for the stream's end.
+func (s *stream) wait(within time.Duration) {
+	timer := time.NewTimer(within)
+	defer timer.Stop()
+	select {
+	case <-s.taken:
+	case <-timer.C:
+	}
 }

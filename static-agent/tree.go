@@ -41,26 +41,47 @@ func firstGroup() uint32 {
 
 // members are the live (not zombie) processes of `group`.
 func members(group uint32) []int {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
 	want := []byte(strconv.FormatUint(uint64(group), 10))
 	var found []int
+	forEachStatus(func(pid int, status []byte) {
+		if inGroup(status, want) {
+			found = append(found, pid)
+		}
+	})
+	return found
+}
+
+// forEachStatus calls fn with each process's /proc/PID/status.
+func forEachStatus(fn func(pid int, status []byte)) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return
+	}
 	for _, entry := range entries {
 		pid, err := strconv.Atoi(entry.Name())
 		if err != nil {
 			continue
 		}
 		status, err := os.ReadFile("/proc/" + entry.Name() + "/status")
-		if err != nil {
-			continue
-		}
-		if inGroup(status, want) {
-			found = append(found, pid)
+		if err == nil {
+			fn(pid, status)
 		}
 	}
-	return found
+}
+
+// groupsOf are the supplementary groups a status names.
+func groupsOf(status []byte) []uint32 {
+	var groups []uint32
+	for _, line := range bytes.Split(status, []byte("\n")) {
+		if value, ok := cutPrefix(line, []byte("Groups:")); ok {
+			for _, field := range bytes.Fields(value) {
+				if g, err := strconv.ParseUint(string(field), 10, 32); err == nil {
+					groups = append(groups, uint32(g))
+				}
+			}
+		}
+	}
+	return groups
 }
 
 func inGroup(status, group []byte) bool {
@@ -84,10 +105,11 @@ func inGroup(status, group []byte) bool {
 }
 
 // stopAndKill stops every process of `group` (and `also`), then kills them
-// all: a stopped process cannot fork, so no pass races a new child.
-func stopAndKill(group uint32, also ...int) {
-	untilNoNew(group, syscall.SIGSTOP, also)
-	untilNoNew(group, syscall.SIGKILL, also)
+// all: a stopped process cannot fork, so no pass races a new child. How
+// many were killed.
+func stopAndKill(group uint32, also ...int) int {
+	stopped := untilNoNew(group, syscall.SIGSTOP, also)
+	return max(stopped, untilNoNew(group, syscall.SIGKILL, also))
 }
 
 // signalTree sends `sig` once to every process of `group` and to `also`.
@@ -97,7 +119,7 @@ func signalTree(group uint32, sig syscall.Signal, also ...int) {
 	}
 }
 
-func untilNoNew(group uint32, sig syscall.Signal, also []int) {
+func untilNoNew(group uint32, sig syscall.Signal, also []int) int {
 	done := map[int]bool{}
 	for _, pid := range also {
 		_ = syscall.Kill(pid, sig)
@@ -113,7 +135,7 @@ func untilNoNew(group uint32, sig syscall.Signal, also []int) {
 			}
 		}
 		if fresh == 0 {
-			return
+			return len(done)
 		}
 	}
 }

@@ -17,6 +17,7 @@ import pytest
 
 from runtime.client import Client
 from runtime.sandbox.agent_dir import HELPER, STATIC_AGENT
+from tests.docker import test_background as background
 from tests.docker import test_exec_holes as holes
 from tests.docker import test_file_tools as file_tools
 from tests.docker import test_restarts as restarts
@@ -103,10 +104,6 @@ def test_static_agent_serves_the_default_image(static_client: Any) -> None:
     with static_client.session() as session:
         check_the_basic_tools(session)
         assert session.shell("echo $BASH_VERSION").output["stdout"] != "\n"
-        unsupported = session.shell("sleep 1", background=True)
-        assert unsupported.error_code == "INVALID_ARGUMENTS"
-        assert "static agent" in unsupported.error_message
-        assert session.shell("echo after").output["stdout"] == "after\n"
 
 
 def test_stdin_nobody_reads_holds_nothing_after_the_call(static_client: Any) -> None:
@@ -134,6 +131,13 @@ def test_static_agent_serves_a_busybox_only_image(static_client: Any, busybox_im
         assert exported.output["exit_code"] == 4
         assert "only under bash" in exported.output["note"]
         assert session.shell("echo ${K-unset}; pwd").output["stdout"] == "unset\n/workspace/sub\n"
+        started = session.shell("echo up; sleep 1; echo done; exit 5", background=True)
+        assert started.output["stdout"] == "up\n", started
+        done = session.call(
+            "process_output", {"process_id": started.output["process_id"], "timeout_s": 30}
+        )
+        assert (done.output["state"], done.output["exit_code"]) == ("exited", 5), done
+        assert done.output["output"] == "done\n"
 
 
 def test_the_daemon_refuses_a_static_agent_it_does_not_have(tmp_path: Path) -> None:
@@ -172,6 +176,33 @@ PYTHON_AGENT_CHECKS = {
     "no survivor under cpu pressure": (
         lambda c, s, d: holes.test_a_timeout_under_cpu_pressure_leaves_no_survivor(c, s, d)
     ),
+    "a server found, read and killed with its tree": (
+        lambda c, s, d: background.test_server_started_found_read_and_killed_with_its_tree(s, d)
+    ),
+    "a handle covers the children": (
+        lambda c, s, d: background.test_a_handle_covers_children_its_main_process_left_running(s, d)
+    ),
+    "a wait until exit": lambda c, s, d: (
+        background.test_wait_without_pattern_until_exit_and_exit_code(s)
+    ),
+    "a quick background command": (
+        lambda c, s, d: background.test_quick_command_started_in_background_reports_its_end(s)
+    ),
+    "unknown handles": lambda c, s, d: background.test_unknown_handles_and_bad_patterns(s),
+    "a busy escaped tree killed": (
+        lambda c, s, d: holes.test_process_kill_stops_a_busy_tree_that_escaped_its_parent(s, d)
+    ),
+    "a timeout bounds an idle move": (
+        lambda c, s, d: (
+            holes.test_an_explicit_timeout_still_bounds_a_command_moved_to_the_background(s)
+        )
+    ),
+    "a silent command moves to the background": lambda c, s, d: (
+        semantics.test_silent_command_moves_to_the_background_and_is_found_read_and_killed(s, d)
+    ),
+    "on_idle kill, deadlines, chatty commands": (
+        lambda c, s, d: semantics.test_on_idle_kill_deadline_and_chatty_commands(s, d)
+    ),
 }
 # The file tools' checks, which need a session only.
 PYTHON_AGENT_CHECKS.update(
@@ -201,6 +232,24 @@ def test_static_agent_passes_the_python_agents_checks(
     roots = ["/workspace", "/tmp"] if name == "cd persists" else ["/workspace"]
     with static_client.session(allowlist={"read_roots": roots, "write_roots": roots}) as session:
         PYTHON_AGENT_CHECKS[name](static_client, session, docker_client)
+
+
+@pytest.mark.parametrize(
+    "check",
+    [
+        background.test_background_cap_is_limit_exceeded,
+        background.test_background_output_is_bounded_by_its_ring,
+    ],
+    ids=["cap", "ring"],
+)
+def test_static_agent_passes_the_python_agents_background_limits(
+    make_daemon: Any, docker_client: Any, check: Any
+) -> None:
+    def make_static(**overrides: Any) -> Any:
+        return make_daemon(agent="static", **overrides)
+
+    given = {"make_daemon": make_static, "docker_client": docker_client}
+    check(**{arg: given[arg] for arg in inspect.signature(check).parameters})
 
 
 def test_a_timeout_sends_term_first_then_kills(static_client: Any) -> None:
@@ -253,6 +302,7 @@ SECRET_CHECKS = [
             "a_secret_straddling_the_head_and_tail_cuts_never_leaks_a_part",
             "a_secret_split_across_two_streamed_chunks_is_caught",
             "read_file_is_redacted_and_edit_file_keeps_the_value",
+            "background_output_is_redacted",
             "persisted_exports_keep_a_reference_not_the_value",
             "an_encoded_secret_is_not_persisted",
         ),
