@@ -12,7 +12,6 @@ import (
 	"bytes"
 	"fmt"
 	"math"
-	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -31,100 +30,6 @@ const (
 	giveUpAfter   = 2 * time.Second       // after the final kill: answer without the tree
 	leftoversWait = 2 * time.Second
 )
-
-// ring is the newest `cap` bytes of a stream, and how far a reader has got.
-type ring struct {
-	mu      sync.Mutex
-	cap     int
-	buf     []byte
-	total   int64
-	readPos int64
-}
-
-func newRing(cap int64) *ring {
-	if cap < 1 {
-		cap = 1
-	}
-	if cap > math.MaxInt32 {
-		cap = math.MaxInt32
-	}
-	return &ring{cap: int(cap)}
-}
-
-func (r *ring) add(data []byte) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.buf = append(r.buf, data...)
-	r.total += int64(len(data))
-	// Trim in batches so a flood of small writes stays linear.
-	if len(r.buf) > r.cap+readChunk {
-		r.trim()
-	}
-}
-
-func (r *ring) trim() {
-	if excess := len(r.buf) - r.cap; excess > 0 {
-		r.buf = append(r.buf[:0:0], r.buf[excess:]...)
-	}
-}
-
-// read is what was written since the last read and how many bytes of it
-// fell off the ring. With wholeChars, a UTF-8 character still being
-// written waits for the next read instead of being cut in two.
-func (r *ring) read(wholeChars bool) ([]byte, int64) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.trim()
-	start := r.total - int64(len(r.buf))
-	dropped := start - r.readPos
-	if dropped < 0 {
-		dropped = 0
-	}
-	from := r.readPos - start
-	if from < 0 {
-		from = 0
-	}
-	data := append([]byte(nil), r.buf[from:]...)
-	if wholeChars {
-		data = data[:len(data)-partialUTF8Tail(data)]
-	}
-	if start > r.readPos {
-		r.readPos = start
-	}
-	r.readPos += int64(len(data))
-	return data, dropped
-}
-
-func (r *ring) unread() int64 {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.total - r.readPos
-}
-
-// partialUTF8Tail is how many bytes at the end of data start a UTF-8
-// character not yet complete.
-func partialUTF8Tail(data []byte) int {
-	for back := 1; back <= 4 && back <= len(data); back++ {
-		b := data[len(data)-back]
-		if b&0xC0 == 0x80 {
-			continue // a continuation byte: its lead is further back
-		}
-		need := 1
-		switch {
-		case b >= 0xF0:
-			need = 4
-		case b >= 0xE0:
-			need = 3
-		case b >= 0xC0:
-			need = 2
-		}
-		if need > back {
-			return back
-		}
-		return 0
-	}
-	return 0
-}
 
 // proc is a call the agent kept running after answering it. Its fields
 // after `ring` are guarded by the registry's lock.
@@ -370,13 +275,7 @@ func (a *Agent) finishProc(p *proc, run *run) {
 	run.stdout.wait(time.Second)
 	run.stderr.wait(time.Second)
 	a.ended(p, nil, true)
-	a.procs.mu.Lock()
-	waiters := p.waiters
-	p.waiters = nil
-	a.procs.mu.Unlock()
-	for _, id := range waiters {
-		a.sendProc(id, p, nil, 0, true)
-	}
+	a.answerKill(p)
 }
 
 // killProc ends the tree: TERM, then after grace_s every process stopped
@@ -416,6 +315,7 @@ func (a *Agent) killProc(p *proc, run *run, reason string) {
 	a.finishProc(p, run)
 }
 
+// answerKill answers the process_kill requests waiting for the tree's end.
 func (a *Agent) answerKill(p *proc) {
 	a.procs.mu.Lock()
 	waiters := p.waiters
@@ -473,45 +373,7 @@ func (a *Agent) findProc(id int64, handle string) *proc {
 	return nil
 }
 
-// stopLeftovers stops every process of a call group but those of running
-// calls and live background processes; how many were killed.
-func (a *Agent) stopLeftovers() int {
-	keep := a.procs.liveGroups()
-	a.mu.Lock()
-	for _, call := range a.calls {
-		keep[call.group] = true
-	}
-	a.mu.Unlock()
-	killed := 0
-	for _, group := range census() {
-		if keep[group] {
-			continue
-		}
-		killed += stopAndKill(group)
-		waitFor(func() bool { return len(members(group)) == 0 }, leftoversWait)
-	}
-	return killed
-}
-
 func pyQuote(s string) string { return "'" + s + "'" }
-
-// census is every call group a process of the sandbox carries, in order.
-func census() []uint32 {
-	seen := map[uint32]bool{}
-	forEachStatus(func(_ int, status []byte) {
-		for _, g := range groupsOf(status) {
-			if g >= groupBase {
-				seen[g] = true
-			}
-		}
-	})
-	groups := make([]uint32, 0, len(seen))
-	for g := range seen {
-		groups = append(groups, g)
-	}
-	sort.Slice(groups, func(i, j int) bool { return groups[i] < groups[j] })
-	return groups
-}
 
 func init() {
 	handle("process_list", func(a *Agent, frame *protocol.Frame, _ protocol.Message) {

@@ -1,6 +1,7 @@
 package main
 
-// Which processes belong to which call, and stopping a call's whole tree,
+// Which processes belong to which call, stopping a call's whole tree and
+// what earlier calls left behind (stop_leftovers),
 // as runtime/agent/tracker.py does: every command starts with a
 // supplementary group of its own call (set by the root launcher before it
 // drops to the sandbox user), which no process of the sandbox can shed or
@@ -11,6 +12,7 @@ import (
 	"bufio"
 	"bytes"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -146,4 +148,42 @@ func cutPrefix(s, prefix []byte) ([]byte, bool) {
 		return s, false
 	}
 	return s[len(prefix):], true
+}
+
+// stopLeftovers stops every process of a call group but those of running
+// calls and live background processes; how many were killed.
+func (a *Agent) stopLeftovers() int {
+	keep := a.procs.liveGroups()
+	a.mu.Lock()
+	for _, call := range a.calls {
+		keep[call.group] = true
+	}
+	a.mu.Unlock()
+	killed := 0
+	for _, group := range census() {
+		if keep[group] {
+			continue
+		}
+		killed += stopAndKill(group)
+		waitFor(func() bool { return len(members(group)) == 0 }, leftoversWait)
+	}
+	return killed
+}
+
+// census is every call group a process of the sandbox carries, in order.
+func census() []uint32 {
+	seen := map[uint32]bool{}
+	forEachStatus(func(_ int, status []byte) {
+		for _, g := range groupsOf(status) {
+			if g >= groupBase {
+				seen[g] = true
+			}
+		}
+	})
+	groups := make([]uint32, 0, len(seen))
+	for g := range seen {
+		groups = append(groups, g)
+	}
+	sort.Slice(groups, func(i, j int) bool { return groups[i] < groups[j] })
+	return groups
 }

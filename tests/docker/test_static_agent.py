@@ -25,6 +25,7 @@ from tests.docker import test_secret_edges as secret_edges
 from tests.docker import test_secrets as secrets_tests
 from tests.docker import test_shell as shell_tests
 from tests.docker import test_shell_semantics as semantics
+from tests.helpers import user_processes
 
 pytestmark = pytest.mark.docker
 
@@ -250,6 +251,27 @@ def test_static_agent_passes_the_python_agents_background_limits(
 
     given = {"make_daemon": make_static, "docker_client": docker_client}
     check(**{arg: given[arg] for arg in inspect.signature(check).parameters})
+
+
+def test_stop_leftovers_spares_running_calls_and_live_handles(
+    make_daemon: Any, docker_client: Any
+) -> None:
+    # What a restore does first: whatever earlier calls left running goes,
+    # the background processes (stopped by handle afterwards) stay.
+    daemon = make_daemon(agent="static")
+    with Client(daemon.target) as client, client.session() as session:
+        kept = session.shell("sleep 703", background=True).output["process_id"]
+        left = session.shell(
+            "nohup sleep 701 >/dev/null 2>&1 & setsid sh -c 'sleep 702' >/dev/null 2>&1 &"
+        )
+        assert left.ok, left
+        agent = daemon.daemon.core.manager.get("default", session.id).sandbox.agent
+        assert daemon.run(agent.stop_leftovers()) >= 2
+        running = user_processes(docker_client, session.id)
+        assert any("sleep 703" in p for p in running), running
+        assert not any("sleep 701" in p or "sleep 702" in p for p in running), running
+        listed = session.call("process_list", {}).output["processes"]
+        assert [(p["process_id"], p["state"]) for p in listed] == [(kept, "running")]
 
 
 def test_a_timeout_sends_term_first_then_kills(static_client: Any) -> None:
