@@ -27,6 +27,6 @@ pytestmark = pytest.mark.docker
 
 
 @pytest.fixture
-def egress(make_daemon: Any, image: str, servers: Any) -> Any:
+def egress(make_daemon: Any, image: str, servers: Any) -> Any:  # noqa: F811
     network = {"allow_max": egress_tests.allow_max(servers), "hosts": egress_tests.PINNED}
     return make_daemon(agent="static", image=image, network=network)
