@@ -146,6 +146,22 @@ def parse_junit(xml_text: bytes, redactor: Redactor | None = None) -> dict[str, 
     }
 
 
+def missing_program(exit_code: int | None, console: str) -> str | None:
+    """What the image lacks, when that is why pytest did not run (a shell's
+    127 for a command it cannot find; python's own words for a module)."""
+    if exit_code == 127:
+        return (
+            "this image has no python3 on its PATH, which run_tests runs pytest with; "
+            "run the tests through shell with what the image has"
+        )
+    if exit_code == 1 and "No module named pytest" in console:
+        return (
+            "this image's python3 has no pytest, which run_tests runs "
+            "(`python3 -m pip install pytest` adds it)"
+        )
+    return None
+
+
 async def run_tests(ctx: ToolContext, args: RunTestsArgs) -> dict[str, Any]:
     resolved, kind = await checked_path(ctx, args.path or WORKSPACE)
     if not kind:
@@ -198,6 +214,10 @@ async def run_tests(ctx: ToolContext, args: RunTestsArgs) -> dict[str, Any]:
             # Not a report pytest wrote (a plugin broke it): the console says more.
             xml_text = b""
     output = {**results, "exit_code": result.exit_code, "duration_ms": result.duration_ms}
+    missing = None if xml_text else missing_program(result.exit_code, console)
+    if missing:
+        output["output"] = console
+        raise FileMissing(missing, output)
     # Exit codes 0 (all passed) and 1 (some failed) are fully told by the
     # counts; anything else (usage error, nothing collected, crash) needs
     # pytest's own words.

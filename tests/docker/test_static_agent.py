@@ -139,6 +139,11 @@ def test_static_agent_serves_a_busybox_only_image(static_client: Any, busybox_im
         )
         assert (done.output["state"], done.output["exit_code"]) == ("exited", 5), done
         assert done.output["output"] == "done\n"
+        # A tool whose program the image lacks says what is missing.
+        tests = session.call("run_tests", {})
+        assert tests.error_code == "NOT_FOUND", tests
+        assert "no python3 on its PATH" in tests.error_message
+        assert "python3: not found" in tests.output["output"]
 
 
 def test_the_daemon_refuses_a_static_agent_it_does_not_have(tmp_path: Path) -> None:

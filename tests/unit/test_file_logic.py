@@ -10,7 +10,7 @@ import pytest
 from runtime.client.transfer import Remote, pack_for_upload, parse_location, unpack_download
 from runtime.errors import InvalidArguments
 from runtime.tools.files import decode_text, replace_exact, unified_diff
-from runtime.tools.run_tests import parse_junit
+from runtime.tools.run_tests import missing_program, parse_junit
 
 
 def test_replace_exact_counts_and_refuses_missing_or_ambiguous_matches():
@@ -139,3 +139,13 @@ def test_null_optional_arguments_mean_absent():
     assert args.replace_all is None
     _, args = default_registry().parse("run_tests", '{"path": null, "args": null}')
     assert (args.path, args.args) == (None, None)
+
+
+def test_run_tests_names_what_the_image_lacks_and_nothing_else():
+    assert "no python3" in (missing_program(127, "sh: exec: python3: not found") or "")
+    no_pytest = "/usr/bin/python3: No module named pytest\n"
+    assert "no pytest" in (missing_program(1, no_pytest) or "")
+    # Failing tests, a usage error, a crash: pytest ran.
+    assert missing_program(1, "1 failed") is None
+    assert missing_program(4, "ERROR: usage") is None
+    assert missing_program(0, "") is None
