@@ -1,0 +1,161 @@
+"""A command or a file in a session, through today's public RPCs, with every
+failure sorted into the few kinds harnesses have types for.
+
+Harnesses run each command in a fresh shell in a fixed directory with stdout
+and stderr merged, so `run` asks the `shell` tool for exactly that (a `cwd`
+for every call, `merge_output`) and kills a command at its timeout instead of
+moving a silent one to the background. Files travel as tar archives
+(`UploadFiles`/`DownloadFiles`), which reach only the sandbox's writable
+areas; the daemon says why a transfer failed in its message only, so the
+kinds are read from it here, in one place.
+"""
+
+from __future__ import annotations
+
+import io
+import posixpath
+import tarfile
+from dataclasses import dataclass
+from enum import StrEnum
+
+import grpc
+
+from runtime.client import SessionHandle, ToolrtRpcError
+from runtime.constants import WORKSPACE, WRITABLE_AREAS
+
+# Tool failures after which the session cannot run anything any more.
+SESSION_ENDING = {"SANDBOX_LOST", "BUDGET_EXHAUSTED"}
+
+
+class FileProblem(StrEnum):
+    """Why a file could not be moved, in the words harnesses share."""
+
+    NOT_FOUND = "file_not_found"
+    PERMISSION = "permission_denied"
+    IS_DIRECTORY = "is_directory"
+    INVALID_PATH = "invalid_path"
+
+
+class SandboxGone(Exception):
+    """The session is closed, expired or lost its sandbox: nothing more can run there."""
+
+
+@dataclass(frozen=True)
+class CommandOutcome:
+    """One command's combined output and how it ended."""
+
+    output: str
+    # None when the command never ran to an exit (refused by the daemon).
+    exit_code: int | None
+    truncated: bool = False
+    timed_out: bool = False
+    # The daemon's code and message when the command did not run to its end.
+    failure: str = ""
+
+
+def gone_or_raise(exc: ToolrtRpcError) -> SandboxGone:
+    """A `SandboxGone` for an RPC failing because the session is gone; re-raise anything else."""
+    if exc.code in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.FAILED_PRECONDITION):
+        return SandboxGone(exc.details)
+    raise exc
+
+
+def run(
+    session: SessionHandle,
+    command: str,
+    *,
+    cwd: str = WORKSPACE,
+    timeout_s: float | None = None,
+    env: dict[str, str] | None = None,
+) -> CommandOutcome:
+    """Run `command` under bash in `cwd`; raises `SandboxGone` when the session cannot run it."""
+    arguments: dict[str, object] = {"command": command, "cwd": cwd, "merge_output": True}
+    if timeout_s:
+        # A silent command is killed at the same time, not moved to the background.
+        arguments.update(timeout_s=timeout_s, idle_timeout_s=timeout_s, on_idle="kill")
+    if env:
+        arguments["env"] = env
+    try:
+        result = session.call("shell", arguments)
+    except ToolrtRpcError as exc:
+        raise gone_or_raise(exc) from exc
+    if result.error_code in SESSION_ENDING:
+        msg = f"{result.error_code}: {result.error_message}"
+        raise SandboxGone(msg)
+    out = result.output
+    text = str(out.get("stdout", ""))
+    exit_code = out.get("exit_code")
+    # A non-zero exit is a result, not a failure: the command ran.
+    failure = "" if result.ok else f"{result.error_code}: {result.error_message}"
+    return CommandOutcome(
+        output=text,
+        exit_code=exit_code if isinstance(exit_code, int) else None,
+        truncated=bool(out.get("stdout_truncated")),
+        timed_out=bool(out.get("timed_out")),
+        failure=failure,
+    )
+
+
+def _problem(details: str) -> FileProblem | None:
+    """The kind of a transfer refusal, from the daemon's message."""
+    if ": NOT_FOUND:" in details:
+        return FileProblem.NOT_FOUND
+    if ": PATH_DENIED:" in details:
+        return FileProblem.PERMISSION
+    if "only " in details and "resolves to" in details:
+        return FileProblem.PERMISSION
+    return None
+
+
+def _transfer_problem(exc: ToolrtRpcError) -> FileProblem:
+    if exc.code == grpc.StatusCode.INVALID_ARGUMENT:
+        problem = _problem(exc.details)
+        if problem is not None:
+            return problem
+    raise gone_or_raise(exc)
+
+
+def _in_writable_area(path: str) -> str | None:
+    """The writable area holding `path` (None outside them)."""
+    for area in WRITABLE_AREAS:
+        if path.startswith(area + "/"):
+            return area
+    return None
+
+
+def upload(session: SessionHandle, path: str, content: bytes) -> FileProblem | None:
+    """Write `content` to the absolute `path`, creating its parents; None on success."""
+    if not path.startswith("/"):
+        return FileProblem.INVALID_PATH
+    path = posixpath.normpath(path)
+    area = _in_writable_area(path)
+    if area is None:
+        return FileProblem.PERMISSION
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        member = tarfile.TarInfo(posixpath.relpath(path, area))
+        member.size, member.mode = len(content), 0o644
+        archive.addfile(member, io.BytesIO(content))
+    try:
+        session.upload(buffer.getvalue(), area)
+    except ToolrtRpcError as exc:
+        return _transfer_problem(exc)
+    return None
+
+
+def download(session: SessionHandle, path: str) -> bytes | FileProblem:
+    """The bytes of the file at the absolute `path`, or why not."""
+    if not path.startswith("/"):
+        return FileProblem.INVALID_PATH
+    try:
+        data = session.download([path])
+    except ToolrtRpcError as exc:
+        return _transfer_problem(exc)
+    with tarfile.open(fileobj=io.BytesIO(data)) as archive:
+        first = archive.next()
+        if first is None or first.isdir():
+            return FileProblem.IS_DIRECTORY
+        body = archive.extractfile(first) if first.isfile() else None
+        if body is None:
+            return FileProblem.INVALID_PATH
+        return body.read()

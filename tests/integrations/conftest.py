@@ -1,0 +1,28 @@
+"""The daemon under test is the one `scripts/test_integrations.sh` started
+(`TOOLRT_TARGET`); every test must leave no session of its own open."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from runtime.client import Client
+from runtime.integrations.connection import client_from_env
+
+
+@pytest.fixture(scope="session")
+def client() -> Iterator[Client]:
+    if not os.environ.get("TOOLRT_TARGET"):
+        pytest.fail("TOOLRT_TARGET is not set: run these tests with `make test-integrations`")
+    with client_from_env() as c:
+        yield c
+
+
+@pytest.fixture(autouse=True)
+def no_session_left(client: Client) -> Iterator[None]:
+    before = {s.id for s in client.list_sessions()}
+    yield
+    left = [s.id for s in client.list_sessions() if s.id not in before and s.state == "ready"]
+    assert not left, f"sessions left open: {left}"
