@@ -12,15 +12,19 @@ kinds are read from it here, in one place.
 
 from __future__ import annotations
 
+import asyncio
 import io
+import json
 import posixpath
 import tarfile
+import uuid
 from dataclasses import dataclass
 from enum import StrEnum
 
 import grpc
 
-from runtime.client import SessionHandle, ToolrtRpcError
+from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
+from runtime.client import Result, SessionHandle, ToolrtRpcError
 from runtime.constants import WORKSPACE, WRITABLE_AREAS
 
 # Tool failures after which the session cannot run anything any more.
@@ -60,6 +64,36 @@ def gone_or_raise(exc: ToolrtRpcError) -> SandboxGone:
     raise exc
 
 
+def shell_arguments(
+    command: str, cwd: str, timeout_s: float | None, env: dict[str, str] | None
+) -> dict[str, object]:
+    """The `shell` call running `command` as harnesses expect."""
+    arguments: dict[str, object] = {"command": command, "cwd": cwd, "merge_output": True}
+    if timeout_s:
+        # A silent command is killed at the same time, not moved to the background.
+        arguments.update(timeout_s=timeout_s, idle_timeout_s=timeout_s, on_idle="kill")
+    if env:
+        arguments["env"] = env
+    return arguments
+
+
+def outcome_of(result: Result) -> CommandOutcome:
+    """A `shell` result as an outcome; raises `SandboxGone` when the session cannot run."""
+    if result.error_code in SESSION_ENDING:
+        msg = f"{result.error_code}: {result.error_message}"
+        raise SandboxGone(msg)
+    out = result.output
+    exit_code = out.get("exit_code")
+    return CommandOutcome(
+        output=str(out.get("stdout", "")),
+        exit_code=exit_code if isinstance(exit_code, int) else None,
+        truncated=bool(out.get("stdout_truncated")),
+        timed_out=bool(out.get("timed_out")),
+        # A non-zero exit is a result, not a failure: the command ran.
+        failure="" if result.ok else f"{result.error_code}: {result.error_message}",
+    )
+
+
 def run(
     session: SessionHandle,
     command: str,
@@ -69,31 +103,40 @@ def run(
     env: dict[str, str] | None = None,
 ) -> CommandOutcome:
     """Run `command` under bash in `cwd`; raises `SandboxGone` when the session cannot run it."""
-    arguments: dict[str, object] = {"command": command, "cwd": cwd, "merge_output": True}
-    if timeout_s:
-        # A silent command is killed at the same time, not moved to the background.
-        arguments.update(timeout_s=timeout_s, idle_timeout_s=timeout_s, on_idle="kill")
-    if env:
-        arguments["env"] = env
     try:
-        result = session.call("shell", arguments)
+        result = session.call("shell", shell_arguments(command, cwd, timeout_s, env))
     except ToolrtRpcError as exc:
         raise gone_or_raise(exc) from exc
-    if result.error_code in SESSION_ENDING:
-        msg = f"{result.error_code}: {result.error_message}"
-        raise SandboxGone(msg)
-    out = result.output
-    text = str(out.get("stdout", ""))
-    exit_code = out.get("exit_code")
-    # A non-zero exit is a result, not a failure: the command ran.
-    failure = "" if result.ok else f"{result.error_code}: {result.error_message}"
-    return CommandOutcome(
-        output=text,
-        exit_code=exit_code if isinstance(exit_code, int) else None,
-        truncated=bool(out.get("stdout_truncated")),
-        timed_out=bool(out.get("timed_out")),
-        failure=failure,
+    return outcome_of(result)
+
+
+async def arun(
+    session: SessionHandle,
+    command: str,
+    *,
+    cwd: str = WORKSPACE,
+    timeout_s: float | None = None,
+    env: dict[str, str] | None = None,
+) -> CommandOutcome:
+    """`run` for asyncio: cancelling the awaiting task cancels the RPC, which
+    stops the command and everything it started in the sandbox."""
+    client = session.client
+    call = pb.ToolCall(
+        id=uuid.uuid4().hex,
+        name="shell",
+        arguments_json=json.dumps(shell_arguments(command, cwd, timeout_s, env)),
     )
+    request = pb.ExecuteRequest(session_id=session.id, call=call)
+    future = client.stub.Execute.future(request, metadata=client.metadata)
+    try:
+        reply = await asyncio.to_thread(future.result)
+    except asyncio.CancelledError:
+        future.cancel()
+        raise
+    except grpc.RpcError as exc:
+        error = ToolrtRpcError(exc.code(), exc.details() or "")
+        raise gone_or_raise(error) from exc
+    return outcome_of(Result.from_pb(reply))
 
 
 def _problem(details: str) -> FileProblem | None:

@@ -26,3 +26,14 @@ def no_session_left(client: Client) -> Iterator[None]:
     yield
     left = [s.id for s in client.list_sessions() if s.id not in before and s.state == "ready"]
     assert not left, f"sessions left open: {left}"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A module's `EXPECTED_FAILURES` (check name → why) marks those checks
+    strict xfail: each must still fail for its reason, and says so when it
+    stops failing."""
+    for item in items:
+        reasons = getattr(getattr(item, "module", None), "EXPECTED_FAILURES", {})
+        name = getattr(item, "originalname", item.name)
+        if name in reasons:
+            item.add_marker(pytest.mark.xfail(strict=True, reason=reasons[name]))
