@@ -26,6 +26,7 @@ import grpc
 from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
 from runtime.client import Result, SessionHandle, ToolrtRpcError
 from runtime.constants import WORKSPACE, WRITABLE_AREAS
+from runtime.integrations.connection import SandboxGone
 
 # Tool failures after which the session cannot run anything any more.
 SESSION_ENDING = {"SANDBOX_LOST", "BUDGET_EXHAUSTED"}
@@ -38,10 +39,6 @@ class FileProblem(StrEnum):
     PERMISSION = "permission_denied"
     IS_DIRECTORY = "is_directory"
     INVALID_PATH = "invalid_path"
-
-
-class SandboxGone(Exception):
-    """The session is closed, expired or lost its sandbox: nothing more can run there."""
 
 
 @dataclass(frozen=True)

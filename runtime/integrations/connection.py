@@ -17,6 +17,12 @@ from runtime.client import TLS, Client, SessionHandle, ToolrtRpcError
 # Every session a provider creates carries it, valued with the harness's name,
 # so a harness's cleanup can tell its sessions from anyone else's.
 INTEGRATION_LABEL = "toolrt.integration"
+# The state of a session that can run commands.
+READY = "ready"
+
+
+class SandboxGone(Exception):
+    """The session is closed, expired or lost its sandbox: nothing more can run there."""
 
 
 def client_from_env() -> Client:
@@ -33,12 +39,26 @@ def open_session(client: Client, harness: str, **fields: Any) -> SessionHandle:
     return client.session(labels=labels, **fields)
 
 
+def attach_session(client: Client, session_id: str) -> SessionHandle:
+    """The open session `session_id`; raises `SandboxGone` when it is not open."""
+    try:
+        info = client.get_session(session_id)
+    except ToolrtRpcError as exc:
+        if exc.code != grpc.StatusCode.NOT_FOUND:
+            raise
+        raise SandboxGone(exc.details) from exc
+    if info.state != READY:
+        msg = f"session {session_id} is {info.state}: {info.closed_reason or 'no reason given'}"
+        raise SandboxGone(msg)
+    return SessionHandle(client, info)
+
+
 def harness_sessions(client: Client, harness: str) -> list[str]:
     """Ids of the caller's open sessions that `harness` created."""
     return [
         s.id
         for s in client.list_sessions()
-        if s.labels.get(INTEGRATION_LABEL) == harness and s.state == "ready"
+        if s.labels.get(INTEGRATION_LABEL) == harness and s.state == READY
     ]
 
 

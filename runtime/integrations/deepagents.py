@@ -22,10 +22,16 @@ from deepagents.backends.protocol import (  # type: ignore[import-not-found,unus
 )
 from deepagents.backends.sandbox import BaseSandbox  # type: ignore[import-not-found,unused-ignore]
 
-from runtime.client import Client, SessionHandle, ToolrtRpcError
+from runtime.client import Client
 from runtime.integrations import commands
-from runtime.integrations.commands import CommandOutcome, SandboxGone
-from runtime.integrations.connection import client_from_env, close_quietly, open_session
+from runtime.integrations.commands import CommandOutcome
+from runtime.integrations.connection import (
+    SandboxGone,
+    attach_session,
+    client_from_env,
+    close_quietly,
+    open_session,
+)
 
 HARNESS = "deepagents"
 # The exit code of a command killed at its timeout, as coreutils' `timeout` says it.
@@ -67,7 +73,7 @@ class ToolrtSandbox(BaseSandbox):  # type: ignore[misc,unused-ignore]
         self._timeout_s = timeout_s
         self._owns_session = not session_id if owns_session is None else owns_session
         if session_id:
-            self.session = SessionHandle(self._client, self._client.get_session(session_id))
+            self.session = attach_session(self._client, session_id)
         else:
             self.session = open_session(self._client, HARNESS, **session_fields)
 
@@ -123,6 +129,6 @@ def get_or_create_sandbox(
     if sandbox_id:
         try:
             return ToolrtSandbox(sandbox_id, client=client, owns_session=True)
-        except ToolrtRpcError as exc:
-            commands.gone_or_raise(exc)
+        except SandboxGone:
+            pass
     return ToolrtSandbox(client=client, **session_fields)

@@ -21,11 +21,16 @@ from minisweagent.utils.serialize import (  # type: ignore[import-not-found,unus
 )
 from pydantic import BaseModel
 
-from runtime.client import Client, SessionHandle
+from runtime.client import Client
 from runtime.constants import WORKSPACE
 from runtime.integrations import commands
-from runtime.integrations.commands import SandboxGone
-from runtime.integrations.connection import client_from_env, close_quietly, open_session
+from runtime.integrations.connection import (
+    SandboxGone,
+    attach_session,
+    client_from_env,
+    close_quietly,
+    open_session,
+)
 
 HARNESS = "mini-swe-agent"
 # The first output line of a command with which the model says it is done.
@@ -64,8 +69,7 @@ class ToolrtEnvironment:
         if self._owns_session:
             self.session = open_session(self._client, HARNESS, image=self.config.image)
         else:
-            info = self._client.get_session(self.config.session_id)
-            self.session = SessionHandle(self._client, info)
+            self.session = attach_session(self._client, self.config.session_id)
         self._uname: dict[str, str] | None = None
 
     def execute(
