@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 ENGINE_STAMP := .engine-ok
 
-.PHONY: help venv proto proto-check floors engine helper image daemon-image run test test-runsc test-gvisor test-fast fuzz chaos lint bench clean
+.PHONY: help venv proto proto-check floors engine helper image daemon-image run test test-runsc test-gvisor test-fast test-integrations fuzz chaos lint bench clean
 
 help: ## list targets
 	@grep -hE '^[a-zA-Z0-9_.-]+:([^=].*)?## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -79,6 +79,12 @@ test-gvisor: test-runsc ## the same as test-runsc
 
 test-fast: $(STAMP) helper ## every test not marked docker (tests/unit and a few beside Docker ones): no engine, under a minute
 	$(PY) -m pytest -m "not docker" $(PYTEST_ARGS)
+
+# The providers (runtime/integrations) driven by mini-swe-agent's and Deep Agents'
+# own code against a daemon started for the run, in .venv-integrations (built
+# from the extras at the versions of tests/integrations/constraints.txt).
+test-integrations: image ## the harness providers through the harnesses' own loops and suites
+	bash scripts/test_integrations.sh $(PYTEST_ARGS)
 
 # `make test` runs the fuzz tests too, each with a small derandomized budget;
 # this runs them with FUZZ_EXAMPLES random examples per target (not in CI).
