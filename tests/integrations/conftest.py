@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -37,3 +38,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         name = getattr(item, "originalname", item.name)
         if name in reasons:
             item.add_marker(pytest.mark.xfail(strict=True, reason=reasons[name]))
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool:
+    """The main suite (`make test`, `make test-fast`) leaves these out: they need
+    the harnesses' virtualenv and a daemon of their own (`make test-integrations`)."""
+    return config.inipath != Path(__file__).with_name("pytest.ini")

@@ -5,12 +5,11 @@ cancellation, coming back to a session by id, its label."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import pytest
 from deepagents import create_deep_agent
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, ToolMessage
+from scripted import ScriptedChatModel, tool_call
 
 from runtime.client import Client
 from runtime.integrations.connection import harness_sessions
@@ -19,17 +18,6 @@ from runtime.integrations.deepagents import SandboxGone, ToolrtSandbox, get_or_c
 BUGGY = "def add(a, b):\n    return a - b\n"
 TESTS = "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
 RUN_TESTS = "cd /workspace/proj && python3 -m pytest -q"
-
-
-class ScriptedChatModel(GenericFakeChatModel):
-    """LangChain's fake chat model, with the `bind_tools` an agent needs."""
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> ScriptedChatModel:
-        return self
-
-
-def tool_call(name: str, n: int, **args: Any) -> AIMessage:
-    return AIMessage(content="", tool_calls=[{"name": name, "args": args, "id": f"call_{n}"}])
 
 
 def test_a_deep_agent_fixes_a_bug_through_its_own_tools() -> None:

@@ -11,8 +11,7 @@ import pytest
 import yaml
 from langchain_core.messages import AIMessage
 from minisweagent.environments import get_environment
-from minisweagent.models.test_models import DeterministicModel, make_output
-from test_deepagents import ScriptedChatModel, tool_call
+from scripted import DeterministicModel, ScriptedChatModel, make_output, tool_call
 
 from runtime.integrations.minisweagent import ToolrtEnvironment
 

@@ -10,7 +10,7 @@ import yaml
 from minisweagent import package_dir
 from minisweagent.agents.default import DefaultAgent
 from minisweagent.environments import get_environment
-from minisweagent.models.test_models import DeterministicModel, make_output
+from scripted import DeterministicModel, make_output
 
 from runtime.client import Client
 from runtime.integrations import commands
