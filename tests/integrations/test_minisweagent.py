@@ -4,6 +4,7 @@ model) fixing a bug in a repository seeded in a toolrt session."""
 from __future__ import annotations
 
 import os
+import signal
 
 import pytest
 import yaml
@@ -117,3 +118,19 @@ def test_a_given_session_is_used_and_left_open(client: Client) -> None:
         assert env.execute({"command": "echo hi"})["output"] == "hi\n"
         env.cleanup()
         assert client.get_session(session.id).state == "ready"
+
+
+def test_ctrl_c_during_a_command_closes_the_session(client: Client) -> None:
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    env = ToolrtEnvironment(timeout=120)
+    try:
+        signal.alarm(1)
+        with pytest.raises(KeyboardInterrupt):
+            env.execute({"command": "sleep 100"})
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert client.get_session(env.session.id).state != "ready"
