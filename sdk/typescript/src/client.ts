@@ -90,8 +90,9 @@ export class Client {
     this.connection.close();
   }
 
-  async [Symbol.asyncDispose](): Promise<void> {
+  [Symbol.asyncDispose](): Promise<void> {
     this.close();
+    return Promise.resolve();
   }
 
   // -- sessions ---------------------------------------------------------------

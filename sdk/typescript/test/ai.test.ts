@@ -18,10 +18,10 @@ const usage = {
 // what the tool result (read back from the prompt) says.
 function scriptedModel(): MockLanguageModelV3 {
   return new MockLanguageModelV3({
-    doGenerate: async (options: LanguageModelV3CallOptions): Promise<LanguageModelV3GenerateResult> => {
+    doGenerate: (options: LanguageModelV3CallOptions): Promise<LanguageModelV3GenerateResult> => {
       const last = options.prompt.at(-1);
       if (last?.role !== "tool") {
-        return {
+        return Promise.resolve({
           content: [
             {
               type: "tool-call",
@@ -33,7 +33,7 @@ function scriptedModel(): MockLanguageModelV3 {
           finishReason: { unified: "tool-calls", raw: "tool_calls" },
           usage,
           warnings: [],
-        };
+        });
       }
       const part = last.content[0];
       assert.equal(part?.type, "tool-result");
@@ -41,12 +41,12 @@ function scriptedModel(): MockLanguageModelV3 {
       assert.equal(output?.type, "json");
       const value = output?.type === "json" ? (output.value as { ok: boolean; output: { stdout: string } }) : undefined;
       assert.equal(value?.ok, true);
-      return {
+      return Promise.resolve({
         content: [{ type: "text", text: `The answer is ${value?.output.stdout.trim()}.` }],
         finishReason: { unified: "stop", raw: "stop" },
         usage,
         warnings: [],
-      };
+      });
     },
   });
 }

@@ -124,7 +124,7 @@ test("executeMessage runs a provider message", async () => {
   const message = [{ id: "m1", name: "shell", arguments: { command: "echo hi" } }];
   const reply = await session.client.executeMessage(session.id, "neutral", message);
   assert.equal(reply.results[0]?.callId, "m1");
-  assert.equal(output(reply.results[0]!).stdout, "hi\n");
+  assert.equal(output(reply.results[0]).stdout, "hi\n");
 });
 
 test("RPC failures are classes a caller can instanceof", async () => {
