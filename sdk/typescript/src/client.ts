@@ -70,7 +70,7 @@ async function* streamed<T>(
   try {
     for await (const item of open({ ...options, signal: AbortSignal.any(signals) })) yield item;
   } catch (error) {
-    throw toToolrtError(error);
+    throw toToolrtError(error, options.signal);
   } finally {
     controller.abort();
   }
@@ -103,20 +103,20 @@ export class Client {
   }
 
   createSession(options: SessionOptions = {}, call: CallOptions = {}): Promise<SessionInfo> {
-    return rpc(() => this.rpc.createSession(createSessionRequest(options), call));
+    return rpc(call, (o) => this.rpc.createSession(createSessionRequest(options), o));
   }
 
   getSession(sessionId: string, call: CallOptions = {}): Promise<SessionInfo> {
-    return rpc(() => this.rpc.getSession({ sessionId }, call));
+    return rpc(call, (o) => this.rpc.getSession({ sessionId }, o));
   }
 
   async listSessions(call: CallOptions = {}): Promise<SessionInfo[]> {
-    return (await rpc(() => this.rpc.listSessions({}, call))).sessions;
+    return (await rpc(call, (o) => this.rpc.listSessions({}, o))).sessions;
   }
 
   /** Idempotent: the sandbox and its workspace are gone when it resolves; its state. */
   async closeSession(sessionId: string, call: CallOptions = {}): Promise<string> {
-    return (await rpc(() => this.rpc.closeSession({ sessionId }, call))).state;
+    return (await rpc(call, (o) => this.rpc.closeSession({ sessionId }, o))).state;
   }
 
   // -- tools ------------------------------------------------------------------
@@ -128,7 +128,7 @@ export class Client {
    */
   async listTools(dialect = "", options: CallOptions & { sessionId?: string } = {}): Promise<unknown[]> {
     const { sessionId = "", ...call } = options;
-    const reply = await rpc(() => this.rpc.listTools({ dialect, sessionId }, call));
+    const reply = await rpc(call, (o) => this.rpc.listTools({ dialect, sessionId }, o));
     return JSON.parse(reply.toolsJson) as unknown[];
   }
 
@@ -141,13 +141,13 @@ export class Client {
   ): Promise<Result> {
     const { callId, ...call } = options;
     const request = { sessionId, call: toolCall(tool, args, callId) };
-    return resultFrom(await rpc(() => this.rpc.execute(request, call)));
+    return resultFrom(await rpc(call, (o) => this.rpc.execute(request, o)));
   }
 
   /** The parallel calls of one model turn; results in call order. */
   async callBatch(sessionId: string, calls: BatchCall[], options: CallOptions = {}): Promise<Result[]> {
     const request = { sessionId, calls: calls.map((c) => toolCall(c.tool, c.args, c.callId)) };
-    const reply = await rpc(() => this.rpc.executeBatch(request, options));
+    const reply = await rpc(options, (o) => this.rpc.executeBatch(request, o));
     return reply.results.map(resultFrom);
   }
 
@@ -174,7 +174,7 @@ export class Client {
     options: CallOptions = {},
   ): Promise<{ message: unknown; results: Result[] }> {
     const messageJson = typeof message === "string" ? message : JSON.stringify(message);
-    const reply = await rpc(() => this.rpc.executeMessage({ sessionId, dialect, messageJson }, options));
+    const reply = await rpc(options, (o) => this.rpc.executeMessage({ sessionId, dialect, messageJson }, o));
     return { message: JSON.parse(reply.resultsJson) as unknown, results: reply.results.map(resultFrom) };
   }
 
@@ -187,8 +187,22 @@ export class Client {
     options: CallOptions & { path?: string } = {},
   ): Promise<{ files: number; bytes: number }> {
     const { path = "", ...call } = options;
-    const reply = await rpc(() => this.rpc.uploadFiles(uploadRequests(sessionId, path, tar), call));
-    return { files: Number(reply.files), bytes: Number(reply.bytes) };
+    // A source that fails (a file that cannot be read) fails the upload with its own error.
+    let failure: unknown;
+    async function* requests() {
+      try {
+        yield* uploadRequests(sessionId, path, tar);
+      } catch (error) {
+        failure = error;
+        throw error;
+      }
+    }
+    try {
+      const reply = await rpc(call, (o) => this.rpc.uploadFiles(requests(), o));
+      return { files: Number(reply.files), bytes: Number(reply.bytes) };
+    } catch (error) {
+      throw failure ?? error;
+    }
   }
 
   /** A tar archive of sandbox `paths` (each under its base name), as a stream of chunks. */
@@ -205,26 +219,26 @@ export class Client {
     options: CallOptions & { label?: string; includeTmp?: boolean } = {},
   ): Promise<Snapshot> {
     const { label = "", includeTmp = false, ...call } = options;
-    return rpc(() => this.rpc.snapshotSession({ sessionId, label, includeTmp }, call));
+    return rpc(call, (o) => this.rpc.snapshotSession({ sessionId, label, includeTmp }, o));
   }
 
   /** `count` (1-16) new sessions from a live session or a snapshot ("snap_…"), all or none. */
   async fork(source: string, count = 1, options: CallOptions = {}): Promise<Session[]> {
     const from = source.startsWith(SNAPSHOT_PREFIX) ? { snapshotId: source } : { sessionId: source };
-    const reply = await rpc(() => this.rpc.forkSession({ ...from, count }, options));
+    const reply = await rpc(options, (o) => this.rpc.forkSession({ ...from, count }, o));
     return reply.sessions.map((info) => new Session(this, info));
   }
 
   /** Roll a session back to a snapshot in place; its background processes stop. */
   restore(sessionId: string, snapshotId: string, options: CallOptions = {}): Promise<RestoreSessionResponse> {
-    return rpc(() => this.rpc.restoreSession({ sessionId, snapshotId }, options));
+    return rpc(options, (o) => this.rpc.restoreSession({ sessionId, snapshotId }, o));
   }
 
   async listSnapshots(options: CallOptions = {}): Promise<Snapshot[]> {
-    return (await rpc(() => this.rpc.listSnapshots({}, options))).snapshots;
+    return (await rpc(options, (o) => this.rpc.listSnapshots({}, o))).snapshots;
   }
 
   async deleteSnapshot(snapshotId: string, options: CallOptions = {}): Promise<void> {
-    await rpc(() => this.rpc.deleteSnapshot({ snapshotId }, options));
+    await rpc(options, (o) => this.rpc.deleteSnapshot({ snapshotId }, o));
   }
 }

@@ -1,6 +1,7 @@
 // RPC failures as classes a caller can `instanceof`. A tool that ran and
 // failed is not one of these: its Result has ok=false and an error code.
 import { Code, ConnectError } from "@connectrpc/connect";
+import type { CallOptions } from "./options.js";
 
 /** An RPC failed with a gRPC status; `code` is its name, e.g. "NOT_FOUND". */
 export class ToolrtRpcError extends Error {
@@ -54,19 +55,28 @@ function statusName(code: Code): string {
   return Code[code].replace(/([a-z])([A-Z])/g, "$1_$2").toUpperCase();
 }
 
-/** The error to throw for whatever a Connect call threw. */
-export function toToolrtError(error: unknown): unknown {
+/**
+ * The error to throw for whatever a Connect call threw: CancelledError when
+ * the caller's signal aborted it (whatever its reason), else the class of the
+ * call's status.
+ */
+export function toToolrtError(error: unknown, signal?: AbortSignal): unknown {
   if (error instanceof ToolrtRpcError) return error;
+  if (signal?.aborted) {
+    const reason: unknown = signal.reason;
+    const details = reason instanceof Error ? reason.message : String(reason);
+    return new CancelledError("CANCELLED", details, { cause: reason });
+  }
   const connect = ConnectError.from(error);
   const Class = CLASSES[connect.code] ?? ToolrtRpcError;
   return new Class(statusName(connect.code), connect.rawMessage, { cause: error });
 }
 
-/** Runs an RPC, translating its failure into a ToolrtRpcError. */
-export async function rpc<T>(call: () => Promise<T>): Promise<T> {
+/** Runs an RPC with the caller's options, translating its failure into a ToolrtRpcError. */
+export async function rpc<T>(options: CallOptions, call: (options: CallOptions) => Promise<T>): Promise<T> {
   try {
-    return await call();
+    return await call(options);
   } catch (error) {
-    throw toToolrtError(error);
+    throw toToolrtError(error, options.signal);
   }
 }

@@ -24,6 +24,17 @@ test("a daemon whose certificate the client's CA did not sign is refused", async
   await assert.rejects(client.listSessions(), ToolrtRpcError);
 });
 
+test("serverName is the name the daemon's certificate is checked against", async () => {
+  const target = need("TOOLRT_TEST_TLS_TARGET");
+  const token = need("TOOLRT_TEST_TOKEN");
+  {
+    await using client = new Client({ target, token, tls: { caFile: ca(), serverName: "localhost" } });
+    assert.ok(Array.isArray(await client.listSessions()));
+  }
+  await using wrong = new Client({ target, token, tls: { caFile: ca(), serverName: "elsewhere.example" } });
+  await assert.rejects(wrong.listSessions(), ToolrtRpcError);
+});
+
 test("mutual TLS: the client certificate names the tenant; without one no call passes", async () => {
   const target = need("TOOLRT_TEST_MTLS_TARGET");
   {

@@ -33,6 +33,12 @@ test("upload unpacks a tar given as bytes or as a stream; download returns one",
   assert.ok(names.some((n) => n.startsWith("dir/b.txt")), names.join(","));
 });
 
+test("an upload whose source cannot be read fails with the source's error", async () => {
+  await using session = await client.session();
+  await assert.rejects(session.upload(createReadStream("/nonexistent/archive.tar")), { code: "ENOENT" });
+  assert.equal((await session.shell("echo fine")).output.stdout, "fine\n");
+});
+
 test("a 100 MiB download streams to disk with flat memory", async () => {
   await using session = await client.session({ limits: { workspaceBytes: 160 * MiB, memoryBytes: 512 * MiB } });
   const made = await session.shell("head -c 100M /dev/urandom > big && stat -c %s big", { timeout_s: 60 });
