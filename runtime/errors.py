@@ -20,8 +20,10 @@
         ├── SnapshotNotFound     NOT_FOUND (worded alike for another tenant's and an expired one)
         ├── BadRequest           INVALID_ARGUMENT
         ├── SessionUnusable      FAILED_PRECONDITION
+        ├── HoldsSecret          FAILED_PRECONDITION (a snapshot of files holding a secret value)
         ├── AdmissionRefused     RESOURCE_EXHAUSTED
         │   ├── RateLimited      RESOURCE_EXHAUSTED (the wait in the message)
+        │   ├── ShareExhausted   RESOURCE_EXHAUSTED (a tenant's share of a shared resource)
         │   └── SnapshotRefused  RESOURCE_EXHAUSTED (the quota's config key in `quota`)
         ├── EngineUnavailable    UNAVAILABLE
         ├── AuditUnavailable     UNAVAILABLE (the audit log cannot be written)
@@ -161,6 +163,13 @@ class SessionUnusable(RequestError):
     status = grpc.StatusCode.FAILED_PRECONDITION
 
 
+class HoldsSecret(RequestError):
+    """What would be stored (a snapshot's names, link targets or contents)
+    holds a value of the session's secrets: refused, never rewritten."""
+
+    status = grpc.StatusCode.FAILED_PRECONDITION
+
+
 class AdmissionRefused(RequestError):
     status = grpc.StatusCode.RESOURCE_EXHAUSTED
 
@@ -171,6 +180,15 @@ class RateLimited(AdmissionRefused):
     def __init__(self, message: str, retry_after_s: float) -> None:
         super().__init__(message)
         self.retry_after_s = retry_after_s
+
+
+class ShareExhausted(AdmissionRefused):
+    """A tenant (or session) holds its share of what every tenant shares
+    (`[shares]`); `share` names it in `toolrt_share_refusals_total{share}`."""
+
+    def __init__(self, message: str, share: str) -> None:
+        super().__init__(message)
+        self.share = share
 
 
 class SnapshotRefused(AdmissionRefused):
@@ -213,8 +231,10 @@ REQUEST_ERRORS: tuple[type[RequestError], ...] = (
     SnapshotNotFound,
     BadRequest,
     SessionUnusable,
+    HoldsSecret,
     AdmissionRefused,
     RateLimited,
+    ShareExhausted,
     SnapshotRefused,
     EngineUnavailable,
     AuditUnavailable,

@@ -145,14 +145,26 @@ class DaemonProcess:
     """`toolrt serve` in a child process, its log in a file."""
 
     def __init__(
-        self, instance: str, port: int, log_path, state_dir=None, shutdown: str = "close"
+        self,
+        instance: str,
+        port: int,
+        log_path,
+        state_dir=None,
+        shutdown: str = "close",
+        config=None,
+        nofile: int | None = None,
     ) -> None:
+        """`config`: a TOML file; `nofile`: the daemon's RLIMIT_NOFILE (soft and hard)."""
         self.target = f"127.0.0.1:{port}"
         self.log_path = log_path
         state_dir = state_dir or log_path.parent / "state"
         argv, env = serve_command(instance, self.target, state_dir, shutdown)
         with open(log_path, "ab") as log:
-            self.proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
+            limit = ["prlimit", f"--nofile={nofile}:{nofile}", "--"] if nofile else []
+            extra = ["--config", str(config)] if config else []
+            self.proc = subprocess.Popen(
+                [*limit, *argv, *extra], env=env, stdout=log, stderr=subprocess.STDOUT
+            )
         channel = grpc.insecure_channel(self.target)
         try:
             grpc.channel_ready_future(channel).result(timeout=30)

@@ -46,7 +46,11 @@ MAX_BODY = 256 << 20
 # 3: archives stream as ArchiveChunk frames under Credit flow control.
 # 4: results kept until acknowledged (Ack), Exec.resume, the Resync frame.
 #    A Read may resolve its path itself (Read.resolve, ReadReply.path/failure).
-VERSION = 4
+# 5: Exec.spare_env (a spare starts from the session's environment), the
+#    stop_leftovers operation (a restore stops every process but the agent),
+#    Archive.redact (a snapshot's capture is checked for secrets, not
+#    rewritten). An older agent would ignore the new fields silently.
+VERSION = 5
 
 # Error codes the agent answers with (`Failure.code`); the daemon maps them
 # to its tool failures in runtime/sandbox/agent_client.py.
@@ -163,6 +167,10 @@ class Exec(Message):
     command: str = ""
     cwd: str = WORKSPACE
     env: Dict[str, str] = records.field(default_factory=dict)
+    # The session's own environment, without this call's one-call variables:
+    # the shell started ahead for the next call (spare.py) gets this one, so
+    # nothing of one call's `env` reaches another. None: no spare after it.
+    spare_env: Optional[Dict[str, str]] = None
     # The tool call this command answers: its result is kept under this id
     # until the daemon acknowledges it (Ack).
     call_id: str = ""
@@ -298,6 +306,23 @@ class ProcessReply(Message):
     process: ProcessInfo = records.field(default_factory=ProcessInfo)
     dropped_bytes: int = 0
     was_running: bool = True
+
+
+@records.record
+class StopLeftovers(Message):
+    """Stop every process of the sandbox but the agent, the running calls'
+    and the live background processes' (ProcessKill stops those): what
+    commands left behind (`nohup ... &`, setsid'd double forks) and the
+    spare shell. Answered with LeftoversStopped."""
+
+    OP: ClassVar[str] = "stop_leftovers"
+
+
+@records.record
+class LeftoversStopped(Message):
+    OP: ClassVar[str] = "leftovers_stopped"
+    # Processes killed, the spare shell not counted.
+    processes: int = 0
 
 
 @records.record
@@ -437,6 +462,9 @@ class Archive(Message):
     max_bytes: int = 1 << 34
     deadline_s: float = FILE_OP_SECONDS
     window: int = WINDOW_CHUNKS
+    # Replace the session's secrets in text files (off for snapshots: the
+    # daemon refuses one holding a secret rather than store rewritten files).
+    redact: bool = True
 
 
 @records.record
@@ -501,6 +529,7 @@ REQUESTS: Tuple[Type[Message], ...] = (
     ProcessList,
     ProcessOutput,
     ProcessKill,
+    StopLeftovers,
     Resolve,
     Read,
     Write,
@@ -519,6 +548,7 @@ REPLIES: Tuple[Type[Message], ...] = (
     Cancelled,
     ProcessListReply,
     ProcessReply,
+    LeftoversStopped,
     Resolved,
     ReadReply,
     WriteReply,

@@ -1,7 +1,7 @@
 """Prometheus metrics: the names DESIGN fixes, in a registry of each daemon's own.
 
 Labels stay low-cardinality: a tool name (`unknown` outside the catalog),
-an error code, a creation source, a close reason, an egress decision —
+an error code, a creation source, a close reason, an egress decision, a share —
 never a session or call id, a tenant or an image. The counters are always
 kept (they are cheap, and `AdminStats` reads them); `metrics_listen` only
 decides whether they are also served at `/metrics`.

@@ -224,6 +224,12 @@ class AgentClient:
         )
         return reply
 
+    async def stop_leftovers(self) -> int:
+        """Stop what commands left running (not the background processes);
+        how many processes."""
+        reply, _ = await self._call(protocol.StopLeftovers(), protocol.LeftoversStopped)
+        return reply.processes
+
     # -- files --------------------------------------------------------------
     async def resolve(self, paths: list[str]) -> list[protocol.ResolvedPath]:
         reply, _ = await self._call(protocol.Resolve(paths=paths), protocol.Resolved)
@@ -312,7 +318,11 @@ class AgentClient:
         return reply
 
     async def archive(
-        self, paths: list[str], max_bytes: int, deadline_s: float = TRANSFER_SECONDS
+        self,
+        paths: list[str],
+        max_bytes: int,
+        deadline_s: float = TRANSFER_SECONDS,
+        redact: bool = True,
     ) -> AsyncGenerator[bytes, None]:
         """Tar `paths`: the archive's chunks, as the caller takes them.
 
@@ -334,7 +344,7 @@ class AgentClient:
 
         request_id = self.channel.next_id()
         request = protocol.Archive(
-            paths=paths, max_bytes=max_bytes, deadline_s=deadline_s, window=window
+            paths=paths, max_bytes=max_bytes, deadline_s=deadline_s, window=window, redact=redact
         )
         call = asyncio.ensure_future(
             self._call(

@@ -9,6 +9,7 @@ from typing import Any
 
 import grpc
 
+from runtime.descriptors import EXHAUSTION, out_of_descriptors
 from runtime.errors import RequestError
 from runtime.server.decoding import decoded, tolerant
 
@@ -18,6 +19,9 @@ log = logging.getLogger(__name__)
 # default, after percent-encoding every non-ASCII byte as three): a message
 # quoting a huge argument back must not turn NOT_FOUND into RESOURCE_EXHAUSTED.
 MAX_DETAILS_BYTES = 1024
+OUT_OF_DESCRIPTORS = (
+    "the daemon is out of file descriptors for the moment (RLIMIT_NOFILE); retry shortly"
+)
 
 
 def capped(details: str) -> str:
@@ -35,6 +39,10 @@ def capped(details: str) -> str:
 async def _abort(context: grpc.aio.ServicerContext, exc: Exception) -> None:
     if isinstance(exc, RequestError):
         await context.abort(exc.status, capped(str(exc)))
+    if out_of_descriptors(exc):
+        # Exhaustion, not a bug: retryable, and logged once a minute.
+        EXHAUSTION.note("an RPC", exc)
+        await context.abort(grpc.StatusCode.UNAVAILABLE, OUT_OF_DESCRIPTORS)
     correlation = uuid.uuid4().hex[:12]
     log.error("unexpected error [%s]", correlation, exc_info=exc)
     await context.abort(grpc.StatusCode.INTERNAL, f"internal error; correlation id {correlation}")

@@ -7,7 +7,7 @@ Parsing holds the GIL: `json.loads` of 4 MiB takes tens of milliseconds
 during which no other RPC of any tenant is served, even on a worker thread.
 So large arguments (past `cpu.INLINE_BYTES`, the size that goes to a worker
 thread) take turns within their tenant: one tenant's large parses run one at
-a time, the next ones wait in arrival order, and past `large_arguments_waiting`
+a time, the next ones wait in arrival order, and past `shares.large_arguments_waiting`
 waiting calls the tenant's next one is refused (RESOURCE_EXHAUSTED, before
 the journal sees it: a retry with the same id runs). A tenant flooding the
 daemon with large arguments then delays its own calls, while every other
@@ -82,7 +82,7 @@ class ArgumentReader:
             self._refused(SHARE)
             msg = (
                 f"this tenant already has {users} calls with large arguments being "
-                f"parsed or waiting (large_arguments_waiting = {self._max_waiting}); "
+                f"parsed or waiting (shares.large_arguments_waiting = {self._max_waiting}); "
                 "retry when they are answered"
             )
             raise AdmissionRefused(msg)

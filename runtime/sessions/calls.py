@@ -19,13 +19,16 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from runtime.agent.redact import Redactor
 from runtime.config import Config
+from runtime.descriptors import EXHAUSTION, out_of_descriptors
 from runtime.errors import (
     BadRequest,
     BudgetExhausted,
     DaemonStopping,
     InternalFailure,
     InvalidArguments,
+    LimitExceeded,
     OutcomeUnknown,
     SandboxLost,
     SessionNotFound,
@@ -41,7 +44,7 @@ from runtime.sessions.manager import SessionManager
 from runtime.sessions.session import Session
 from runtime.sessions.shares import Share
 from runtime.tools.base import Baseline, Tool, ToolContext
-from runtime.tools.output import fit_output, without_surrogates
+from runtime.tools.output import fit_output, redacted, redacted_chunks, without_surrogates
 from runtime.tools.registry import Registry
 from runtime.tools.validation import Arguments
 
@@ -76,12 +79,12 @@ class Calls:
         slots = config.fair_start_slots or (os.cpu_count() or 1) // 2
         self.starts = FairStarts(slots, config.fair_start_slice_s)
         # Calls that read the workspace into the daemon (workspace_diff).
-        self._workspace_reads = Share(config.workspace_diffs_per_session)
-        self._workspace_reads_by_tenant = Share(config.workspace_diffs_per_tenant)
+        self._workspace_reads = Share(config.shares.workspace_diffs_per_session)
+        self._workspace_reads_by_tenant = Share(config.shares.workspace_diffs_per_tenant)
         self.arguments = ArgumentReader(
             registry,
             config.max_argument_bytes,
-            config.large_arguments_waiting,
+            config.shares.large_arguments_waiting,
             obs.metrics.share_refused,
         )
 
@@ -159,23 +162,22 @@ class Calls:
         # Hosts the proxy refuses during the call are listed in its result.
         egress, mark = self._manager.egress, self._manager.egress.mark(session.id)
         try:
-            output = await self._run(session, call, arguments, on_output, resume)
+            with redacted_chunks(session.redactor, on_output) as chunks:
+                output = await self._run(session, call, arguments, chunks, resume)
             output.update(egress.report_since(session.id, mark))
-            result = ToolResult(call.id, self._deliverable(output))
+            result = ToolResult(call.id, self._deliverable(output, session.redactor))
         except ToolFailure as failure:
+            message, _ = without_surrogates(failure.message)
+            failure.message = redacted(message, session.redactor)
             if isinstance(failure, SandboxLost):
                 self._lose(session, failure.message)
             failure.output.update(egress.report_since(session.id, mark))
-            failure.output = self._deliverable(failure.output)
-            failure.message, _ = without_surrogates(failure.message)
+            failure.output = self._deliverable(failure.output, session.redactor)
             result = ToolResult.failed(call.id, failure)
         except DaemonStopping:
             raise  # not an outcome: the next daemon answers the retry
-        except Exception:
-            correlation = uuid.uuid4().hex[:12]
-            log.exception("call %s in session %s failed [%s]", call.id, session.id, correlation)
-            internal = InternalFailure(f"internal error; correlation id {correlation}")
-            result = ToolResult.failed(call.id, internal)
+        except Exception as exc:
+            result = ToolResult.failed(call.id, self._unexpected(session, call, exc))
         duration = int((time.monotonic() - started) * 1000)
         result = ToolResult(result.call_id, result.output, result.error, duration)
         log.info(
@@ -189,14 +191,34 @@ class Calls:
         )
         return result
 
-    def _deliverable(self, output: dict[str, Any]) -> dict[str, Any]:
-        """`output` as it can be sent: within the result cap, and valid Unicode
-        (text from the sandbox that was not UTF-8 gets U+FFFD), so every call
-        gets a result that encodes."""
+    @staticmethod
+    def _unexpected(session: Session, call: ToolCall, exc: Exception) -> ToolFailure:
+        if out_of_descriptors(exc):
+            # Exhaustion, not a bug: a limit the model can wait out, logged once a minute.
+            EXHAUSTION.note("a tool call", exc)
+            msg = "the daemon is out of file descriptors for the moment; retry shortly"
+            return LimitExceeded(msg)
+        correlation = uuid.uuid4().hex[:12]
+        log.error(
+            "call %s in session %s failed [%s]", call.id, session.id, correlation, exc_info=exc
+        )
+        return InternalFailure(f"internal error; correlation id {correlation}")
+
+    def _deliverable(self, output: dict[str, Any], redactor: Redactor) -> dict[str, Any]:
+        """`output` as it can be sent: valid Unicode (text from the sandbox
+        that was not UTF-8 gets U+FFFD), without the session's secrets, and
+        within the result cap, so every call gets a result that encodes.
+
+        This is where the result leaves for the journal, the client, the
+        audit and the logs: every string in it is redacted here (names, link
+        targets, paths, notes, messages), whatever tool built it."""
         output, replaced = without_surrogates(output)
         if replaced:
             output["invalid_utf8_replaced"] = True
-        return fit_output(output, self._config.result_cap_bytes)
+        output = redacted(output, redactor)
+        fitted = fit_output(output, self._config.result_cap_bytes)
+        # A cut out of the middle may join the two halves of a secret.
+        return output if fitted is output else redacted(fitted, redactor)
 
     def _lose(self, session: Session, reason: str) -> None:
         """The sandbox died under a call: close the session in the background.

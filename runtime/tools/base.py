@@ -65,7 +65,7 @@ class Tool(Generic[ArgsT]):
     # OUTCOME_UNKNOWN when it was cut off.
     resumable: bool = False
     # It reads the workspace into the daemon: its calls take turns within
-    # their session and tenant (config: workspace_diffs_per_session/_tenant).
+    # their session and tenant (config: shares.workspace_diffs_per_session/_tenant).
     holds_workspace: bool = False
 
     def schema(self) -> dict[str, Any]:

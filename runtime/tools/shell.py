@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from runtime.agent import protocol, records
+from runtime.agent.redact import Redactor
 from runtime.constants import WORKSPACE
 from runtime.errors import CallTimeout, FileMissing, InvalidArguments, LimitExceeded, PathDenied
 from runtime.tools.base import Tool, ToolContext
@@ -159,16 +160,18 @@ class ShellArgs(BaseModel):
         return value
 
 
-def shell_output(result: protocol.ExecResult, body: bytes) -> dict[str, Any]:
+def shell_output(
+    result: protocol.ExecResult, body: bytes, redactor: Redactor | None = None
+) -> dict[str, Any]:
     """The agent's ExecResult as DESIGN.md's `shell` output_json."""
     out, err = result.stdout, result.stderr
     cut = out.head + out.tail
     stdout, bad_out = render_stream(
-        body[: out.head], body[out.head : cut], out.total, out.dropped_lines
+        body[: out.head], body[out.head : cut], out.total, out.dropped_lines, redactor
     )
     err_body = body[cut:]
     stderr, bad_err = render_stream(
-        err_body[: err.head], err_body[err.head :], err.total, err.dropped_lines
+        err_body[: err.head], err_body[err.head :], err.total, err.dropped_lines, redactor
     )
     output: dict[str, Any] = {
         "exit_code": result.exit_code,
@@ -196,15 +199,22 @@ def command_env(session_env: dict[str, str], call_env: dict[str, str] | None) ->
 
 
 def exec_request(
-    ctx: ToolContext, args: ShellArgs, cwd: str, env: dict[str, str], call_id: str
+    ctx: ToolContext,
+    args: ShellArgs,
+    cwd: str,
+    env: dict[str, str],
+    call_id: str,
+    session_env: dict[str, str],
 ) -> protocol.Exec:
-    """The agent's Exec request for one call."""
+    """The agent's Exec request for one call: `env` is the command's,
+    `session_env` the session's own (without the call's one-call `env`)."""
     timeout = min(args.timeout_s or ctx.limits.call_timeout_s, ctx.limits.call_timeout_s)
     idle = args.idle_timeout_s or ctx.shell.idle_timeout_s
     return protocol.Exec(
         command=args.command,
         cwd=cwd,
         env=env,
+        spare_env=session_env,
         call_id=call_id,
         resume=ctx.resume,
         timeout_s=timeout,
@@ -234,8 +244,9 @@ async def run_shell(ctx: ToolContext, args: ShellArgs) -> dict[str, Any]:
     state = ShellState.of(ctx)
     if args.cwd is not None:
         await checked_path(ctx, args.cwd, field="cwd")  # the allowlist's read roots govern cwd
-    env = {**state.environment({**BASE_ENV, **ctx.env}), **(args.env or {})}
-    request = exec_request(ctx, args, args.cwd or state.cwd, env, ctx.call_id)
+    session_env = state.environment({**BASE_ENV, **ctx.env})
+    env = {**session_env, **(args.env or {})}
+    request = exec_request(ctx, args, args.cwd or state.cwd, env, ctx.call_id, session_env)
     stdin = (args.stdin or "").encode()
     notes: list[str] = []
     try:
@@ -254,10 +265,10 @@ async def run_shell(ctx: ToolContext, args: ShellArgs) -> dict[str, Any]:
         if not isinstance(exc, FileMissing):
             why = f"cannot be entered ({str(exc).rsplit(': ', 1)[-1]})"
         notes.append(f"the previous working directory {gone} {why}; ran in {HOME}")
-    output = shell_output(result, data)
+    output = shell_output(result, data, ctx.redactor)
     notes += result.notes
     if result.shell_state is not None:
-        note = state.record(result.shell_state, env, args.persist_env, ctx.allowlist)
+        note = state.record(result.shell_state, env, args.persist_env, ctx.allowlist, ctx.redactor)
         if note:
             notes.append(note)
     if notes:

@@ -20,7 +20,7 @@ LARGE = 100 << 10  # past cpu.INLINE_BYTES: parsed on a worker thread
 def test_a_tenant_flooding_large_arguments_waits_its_turn_and_others_are_served(
     secure_daemon, monkeypatch
 ):
-    secured = secure_daemon(large_arguments_waiting=2)
+    secured = secure_daemon(shares={"large_arguments_waiting": 2})
     release = threading.Event()
     load = validation.load_json
 
@@ -47,7 +47,7 @@ def test_a_tenant_flooding_large_arguments_waits_its_turn_and_others_are_served(
                 error = call.exception()
                 assert isinstance(error, ToolrtRpcError), error
                 assert error.code == grpc.StatusCode.RESOURCE_EXHAUSTED
-                assert "large_arguments_waiting = 2" in error.details
+                assert "shares.large_arguments_waiting = 2" in error.details
             # Bob is served meanwhile, his large arguments too.
             small = other.call("shell", {"command": "true"})
             large = other.call("shell", {"stdin": "b" * LARGE, "command": "true"})

@@ -1,5 +1,5 @@
 """workspace_diff reads a workspace into the daemon: its calls take turns,
-one per session and `workspace_diffs_per_tenant` per tenant (fake backend)."""
+one per session and `shares.workspace_diffs_per_tenant` per tenant (fake backend)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from runtime.tools import workspace_diff
 
 
 def test_diffs_run_one_per_session_and_two_per_tenant(make_daemon, monkeypatch):
-    running = make_daemon(backend="fake", workspace_diffs_per_tenant=2)
+    running = make_daemon(backend="fake", shares={"workspace_diffs_per_tenant": 2})
     inside, most = 0, 0
 
     async def reading(chunks: Any, *args: Any) -> dict[str, Any]:
