@@ -1,8 +1,9 @@
 """Run a command (the TypeScript SDK's tests) beside real toolrt daemons.
 
 Starts three daemons on 127.0.0.1, each with its own temporary state_dir and
-instance name: plaintext without auth, TLS with bearer tokens, and mutual TLS.
-Certificates and a token are made on the spot. The command gets their
+instance name: plaintext without auth (with a secret, and pypi.org allowed),
+TLS with bearer tokens, and mutual TLS. Certificates, a token and the secret
+are made on the spot. The command gets their
 addresses and credentials as TOOLRT_TEST_* variables; afterwards every daemon
 is stopped by pid and any sandbox left with its instance label is removed.
 
@@ -12,6 +13,7 @@ is stopped by pid and any sandbox left with its instance label is removed.
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -100,10 +102,16 @@ def main(command: list[str]) -> int:
         client = ca.client("client", tenant_uri="toolrt://tenant/mtls")
         tokens_file = directory / "tokens"
         _, token = create_token(tokens_file, "alice")
+        secret = secrets.token_hex(16)
+        secrets_file = directory / "secrets.env"
+        secrets_file.write_text(f"TS_SECRET={secret}\n")
+        secrets_file.chmod(0o600)
+        # A session of the plaintext daemon may ask for a secret and a network.
+        plain = {"TOOLRT_SECRETS_FILE": str(secrets_file), "TOOLRT_NETWORK__ALLOW_MAX": "pypi.org"}
         tls = {"TOOLRT_AUTH__TLS_CERT_FILE": server.cert_file}
         tls["TOOLRT_AUTH__TLS_KEY_FILE"] = server.key_file
         daemons = {
-            "plain": Daemon("plain", directory, {}),
+            "plain": Daemon("plain", directory, plain),
             "tls": Daemon("tls", directory, {**tls, "TOOLRT_AUTH__TOKENS_FILE": str(tokens_file)}),
             "mtls": Daemon(
                 "mtls", directory, {**tls, "TOOLRT_AUTH__TLS_CLIENT_CA_FILE": ca.cert_file}
@@ -118,6 +126,7 @@ def main(command: list[str]) -> int:
                 TOOLRT_TEST_TLS_TARGET=daemons["tls"].target,
                 TOOLRT_TEST_MTLS_TARGET=daemons["mtls"].target,
                 TOOLRT_TEST_TOKEN=token,
+                TOOLRT_TEST_SECRET=secret,
                 TOOLRT_TEST_CA_FILE=ca.cert_file,
                 TOOLRT_TEST_CLIENT_CERT_FILE=client.cert_file,
                 TOOLRT_TEST_CLIENT_KEY_FILE=client.key_file,

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { after, test } from "node:test";
-import { InvalidArgumentError, NotFoundError, ToolrtRpcError, type Result } from "../src/index.js";
-import { makeTar, plainClient, text } from "./env.js";
+import { InvalidArgumentError, NotFoundError, PermissionDeniedError, ToolrtRpcError, type Result } from "../src/index.js";
+import { makeTar, need, plainClient, text } from "./env.js";
 
 const client = plainClient();
 after(() => client.close());
@@ -30,8 +30,8 @@ test("a session created with every field says so, and runs under it", async () =
     idleSeconds: 300,
     labels: { suite: "typescript" },
     workspaceTar: makeTar({ "seed/readme.txt": "seeded" }),
-    secrets: [],
-    network: { allow: [], maxBytes: 0, maxConnections: 0 },
+    secrets: ["TS_SECRET"],
+    network: { allow: ["pypi.org"], maxBytes: 1 << 20, maxConnections: 4 },
     runtime: "",
   });
   try {
@@ -45,9 +45,16 @@ test("a session created with every field says so, and runs under it", async () =
     assert.equal(info.labels.suite, "typescript");
     assert.equal(info.ttlSeconds, 600);
     assert.equal(info.idleSeconds, 300);
+    assert.deepEqual(info.secrets, ["TS_SECRET"]);
+    assert.deepEqual(info.network?.allow, ["pypi.org"]);
+    assert.equal(info.network?.maxConnections, 4n);
 
     const shell = output(await session.shell("echo $GREETING; cat seed/readme.txt"));
     assert.equal(shell.stdout, "hello from ts\nseeded");
+    // The secret reaches commands; its value never comes back.
+    const secret = await session.shell('printf %s "$TS_SECRET" | wc -c; echo "$TS_SECRET"');
+    assert.match(String(secret.output.stdout), /^32\n/);
+    assert.ok(!JSON.stringify(secret).includes(need("TOOLRT_TEST_SECRET")));
     const listed = await client.listSessions();
     assert.ok(listed.some((s) => s.id === session.id));
   } finally {
@@ -134,6 +141,7 @@ test("RPC failures are classes a caller can instanceof", async () => {
     assert.equal(error.code, "NOT_FOUND");
     return true;
   });
+  await assert.rejects(client.session({ network: { allow: ["example.com"] } }), PermissionDeniedError);
   await assert.rejects(client.listTools("klingon"), (error) => {
     assert.ok(error instanceof InvalidArgumentError);
     assert.equal(error.code, "INVALID_ARGUMENT");
