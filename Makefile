@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 ENGINE_STAMP := .engine-ok
 
-.PHONY: help venv proto proto-check typescript-proto-check lint-typescript test-typescript floors engine helper go agent test-agent fuzz-agent agent-proto-check image daemon-image run test test-runsc test-gvisor test-fast fuzz chaos lint bench clean
+.PHONY: help venv proto proto-check typescript-proto typescript-proto-check lint-typescript test-typescript floors engine helper go agent test-agent fuzz-agent agent-proto-check image daemon-image run test test-runsc test-gvisor test-fast fuzz chaos lint bench clean
 
 help: ## list targets
 	@grep -hE '^[a-zA-Z0-9_.-]+:([^=].*)?## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -146,8 +146,10 @@ NPM := npm --prefix $(TS)
 $(TS)/node_modules/.package-lock.json: $(TS)/package-lock.json
 	$(NPM) ci --no-audit --no-fund
 
-typescript-proto-check: $(TS)/node_modules/.package-lock.json ## fail if the TypeScript SDK's generated messages differ from proto/
+typescript-proto: $(TS)/node_modules/.package-lock.json ## regenerate sdk/typescript/src/gen from proto/ (buf, protoc-gen-es)
 	cd $(TS) && npx buf generate ../../proto
+
+typescript-proto-check: typescript-proto ## fail if the TypeScript SDK's generated messages differ from proto/
 	git diff --exit-code -- $(TS)/src/gen
 	@new=$$(git ls-files --others --exclude-standard -- $(TS)/src/gen); \
 	if [ -n "$$new" ]; then echo "generated but not committed: $$new"; exit 1; fi
