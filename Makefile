@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 ENGINE_STAMP := .engine-ok
 
-.PHONY: help venv proto proto-check floors engine helper go agent test-agent fuzz-agent agent-proto-check image daemon-image run test test-runsc test-gvisor test-fast fuzz chaos lint bench clean
+.PHONY: help venv proto proto-check typescript-proto typescript-proto-check lint-typescript test-typescript floors engine helper go agent test-agent fuzz-agent agent-proto-check image daemon-image run test test-runsc test-gvisor test-fast fuzz chaos lint bench clean
 
 help: ## list targets
 	@grep -hE '^[a-zA-Z0-9_.-]+:([^=].*)?## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -114,6 +114,13 @@ test-gvisor: test-runsc ## the same as test-runsc
 test-fast: $(STAMP) helper $(AGENT) ## every test not marked docker (tests/unit and a few beside Docker ones): no engine, under a minute
 	$(PY) -m pytest -m "not docker" $(PYTEST_ARGS)
 
+# The providers (runtime/integrations) driven by mini-swe-agent's and Deep Agents'
+# own code against a daemon started for the run, in .venv-integrations (built
+# from the extras at the versions of tests/integrations/constraints.txt).
+.PHONY: test-integrations
+test-integrations: image ## the harness providers through the harnesses' own loops and suites
+	bash scripts/test_integrations.sh $(PYTEST_ARGS)
+
 # `make test` runs the fuzz tests too, each with a small derandomized budget;
 # this runs them with FUZZ_EXAMPLES random examples per target (not in CI).
 FUZZ_EXAMPLES ?= 2000
@@ -140,6 +147,29 @@ bench: image ## benchmark vs docker exec and llm-sandbox (BENCH_ARGS=--quick); w
 	bash bench/setup.sh
 	bench/.venv/bin/python -m bench.run $(BENCH_ARGS)
 	$(PY) -m bench.restarts
+
+TS := sdk/typescript
+NPM := npm --prefix $(TS)
+
+$(TS)/node_modules/.package-lock.json: $(TS)/package-lock.json
+	$(NPM) ci --no-audit --no-fund
+
+typescript-proto: $(TS)/node_modules/.package-lock.json ## regenerate sdk/typescript/src/gen from proto/ (buf, protoc-gen-es)
+	cd $(TS) && npx buf generate ../../proto
+
+typescript-proto-check: typescript-proto ## fail if the TypeScript SDK's generated messages differ from proto/
+	git diff --exit-code -- $(TS)/src/gen
+	@new=$$(git ls-files --others --exclude-standard -- $(TS)/src/gen); \
+	if [ -n "$$new" ]; then echo "generated but not committed: $$new"; exit 1; fi
+
+lint-typescript: $(TS)/node_modules/.package-lock.json ## tsc --noEmit and eslint on the TypeScript SDK
+	cd $(TS) && npx tsc --noEmit -p tsconfig.json && npx eslint .
+
+# npm ci from the lockfile, then the SDK's tests (node --test) beside three real
+# daemons on 127.0.0.1 that scripts/typescript_daemons.py starts and stops.
+test-typescript: image ## the TypeScript SDK's tests against real daemons (Docker, default image)
+	$(NPM) ci --no-audit --no-fund
+	PYTHONPATH=. $(PY) scripts/typescript_daemons.py -- $(NPM) test
 
 clean: ## remove the venv and caches (not images)
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
