@@ -109,6 +109,7 @@ func init() {
 			default:
 			}
 		}
+		a.cancelTransfer(cancel.Target)
 		reply := protocol.NewCancelled()
 		a.send(&reply, frame.ID, nil)
 	})

@@ -6,7 +6,7 @@
 // image of its architecture, with or without Python. This is its first
 // slice: the handshake, commands (exec, cancel, background processes and
 // their requests), the file operations resolve, read, write, unlink and
-// list, secrets and the egress relay. Every other request is answered
+// list, archives out (downloads, snapshots), secrets and the egress relay. Every other request is answered
 // with an error naming what is missing, never left unanswered.
 package main
 
@@ -42,6 +42,8 @@ type Agent struct {
 	stale   int // bytes still to skip: written before the latest resync
 	runner  *Runner
 	procs   registry // background processes
+	// Archives being packed, by request id (guarded by mu).
+	transfers map[int64]*transfer
 	// The session's secrets (the Secrets request sets them).
 	redactor redactorSlot
 }
@@ -77,7 +79,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "toolrt-agent: %v\n", err)
 		os.Exit(1)
 	}
-	a := &Agent{in: in, out: out, calls: map[int64]*Call{}, runner: runner, kept: newKept()}
+	a := &Agent{in: in, out: out, calls: map[int64]*Call{}, transfers: map[int64]*transfer{}, runner: runner, kept: newKept()}
 	a.watchSignals()
 	go a.reap()
 	a.serve(in)

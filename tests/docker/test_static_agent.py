@@ -19,12 +19,14 @@ from runtime.client import Client
 from runtime.sandbox.agent_dir import HELPER, STATIC_AGENT
 from tests.docker import test_background as background
 from tests.docker import test_exec_holes as holes
+from tests.docker import test_file_holes as file_holes
 from tests.docker import test_file_tools as file_tools
 from tests.docker import test_restarts as restarts
 from tests.docker import test_secret_edges as secret_edges
 from tests.docker import test_secrets as secrets_tests
 from tests.docker import test_shell as shell_tests
 from tests.docker import test_shell_semantics as semantics
+from tests.docker import test_transfer_streams as transfers
 from tests.helpers import user_processes
 
 pytestmark = pytest.mark.docker
@@ -206,6 +208,13 @@ PYTHON_AGENT_CHECKS = {
     "a silent command moves to the background": lambda c, s, d: (
         semantics.test_silent_command_moves_to_the_background_and_is_found_read_and_killed(s, d)
     ),
+    "downloads of /tmp": lambda c, s, d: holes.test_tmp_downloads_after_shell_calls(c),
+    "a download during a swap race": lambda c, s, d: (
+        file_holes.test_a_download_is_never_served_from_outside_the_tree_during_a_swap_race(s)
+    ),
+    "slow downloads of a huge sparse file": lambda c, s, d: (
+        transfers.test_slow_downloads_of_a_huge_sparse_file_keep_the_daemon_flat(c)
+    ),
     "on_idle kill, deadlines, chatty commands": (
         lambda c, s, d: semantics.test_on_idle_kill_deadline_and_chatty_commands(s, d)
     ),
@@ -330,6 +339,7 @@ SECRET_CHECKS = [
             "a_secret_split_across_two_streamed_chunks_is_caught",
             "read_file_is_redacted_and_edit_file_keeps_the_value",
             "background_output_is_redacted",
+            "text_files_in_downloads_are_redacted_with_true_sizes",
             "persisted_exports_keep_a_reference_not_the_value",
             "an_encoded_secret_is_not_persisted",
         ),
@@ -342,6 +352,7 @@ SECRET_CHECKS = [
             "run_tests_redacts_what_parsing_the_report_unescapes",
             "colour_codes_splitting_a_secret_do_not_join_it_again",
             "toolrts_cuts_leave_no_piece_of_a_secret",
+            "a_download_is_the_files_as_they_are_but_text_redacted",
         ),
         f"API_KEY={secret_edges.KEY}\nPW={secret_edges.PW}\nHOST_KEY={secret_edges.HOST_KEY}\n",
         ["API_KEY", "PW"],
@@ -361,6 +372,24 @@ SECRET_CHECKS = [
 def test_static_agent_passes_the_python_agents_secret_checks(
     make_daemon: Any, tmp_path: Path, module: Any, name: str, secrets: str, names: list[str]
 ) -> None:
+    run_secret_check(make_daemon, tmp_path, getattr(module, f"test_{name}"), secrets, names)
+
+
+def test_a_snapshot_is_taken_and_one_holding_a_value_refused(
+    make_daemon: Any, tmp_path: Path
+) -> None:
+    _, _, secrets, names = SECRET_CHECKS[1]
+    check = secret_edges.test_a_snapshot_holding_a_value_is_refused_naming_the_path
+    setup = 'printf "key=%s\\n" "$API_KEY" > conf.txt'
+    run_secret_check(
+        make_daemon, tmp_path, check, secrets, names, setup=setup, path="/workspace/conf.txt"
+    )
+
+
+def run_secret_check(
+    make_daemon: Any, tmp_path: Path, check: Any, secrets: str, names: list[str], **given: Any
+) -> None:
+    """`check` against a static agent's session with `names` of `secrets`."""
     path = tmp_path / "secrets.env"
     path.write_text(secrets)
     path.chmod(0o600)
@@ -370,7 +399,6 @@ def test_static_agent_passes_the_python_agents_secret_checks(
         secrets_file=str(path),
         tenants={"default": {"secrets": tenant_names}},
     )
-    check = getattr(module, f"test_{name}")
     with Client(daemon.target) as client, client.session(secrets=names) as session:
-        given = {"client": client, "session": session, "daemon": daemon}
+        given.update(client=client, session=session, daemon=daemon)
         check(**{arg: given[arg] for arg in inspect.signature(check).parameters})

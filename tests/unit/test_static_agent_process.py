@@ -145,7 +145,7 @@ def test_what_it_does_not_do_yet_is_answered_with_an_error_naming_it(
     agent: AgentProcess,
 ) -> None:
     agent.hello(epoch=2)
-    for request in (protocol.Archive(paths=["/workspace"]),):
+    for request in (protocol.Extract(dest="/workspace"),):
         failure = agent.request(request).as_type(protocol.Failure)
         assert failure.code == protocol.INVALID_ARGUMENTS
         assert f"does not implement {request.OP!r}".replace("'", '"') in failure.message
