@@ -402,9 +402,8 @@ class Config(BaseModel):
     by the image's python3) or "static" (the Go binary `make agent` builds
     beside it: any image, no python3 needed). The static agent is a first
     slice: commands (foreground and background), the file operations,
-    secrets, downloads and snapshots, and the egress relay; what it does not
-    do yet (uploads and restores, the spare shell) answers an error saying
-    so. The daemon refuses to start with "static" when the
+    secrets, archives (not xz) and the egress relay; the spare shell is not
+    started. The daemon refuses to start with "static" when the
     binary or the C launcher it starts commands with is missing."""
     spare_shell: bool = True
     """While a session is idle, keep the next call's shell started ahead (one

@@ -6,7 +6,7 @@
 // image of its architecture, with or without Python. This is its first
 // slice: the handshake, commands (exec, cancel, background processes and
 // their requests), the file operations resolve, read, write, unlink and
-// list, archives out (downloads, snapshots), secrets and the egress relay. Every other request is answered
+// list, archives both ways, secrets and the egress relay. Every other request is answered
 // with an error naming what is missing, never left unanswered.
 package main
 

@@ -414,19 +414,18 @@ func (c checked) Read(buf []byte) (int, error) {
 	return c.r.Read(buf)
 }
 
-// transfer is an Archive in flight: its credits and its budget (Cancel).
+// transfer is an Archive or Extract in flight: its budget (Cancel) and its
+// credits (an Archive's) or chunks (an Extract's).
 type transfer struct {
-	flow   *outflow
 	budget *budget
+	flow   *outflow
+	in     *inflow
 }
 
 func init() {
 	handle("archive", func(a *Agent, frame *protocol.Frame, m protocol.Message) {
 		request := m.(*protocol.Archive)
-		t := &transfer{newOutflow(request.Window), newBudget(request.DeadlineS)}
-		a.mu.Lock()
-		a.transfers[frame.ID] = t
-		a.mu.Unlock()
+		t := &transfer{budget: newBudget(request.DeadlineS), flow: newOutflow(request.Window)}
 		redactor := noSecrets
 		if request.Redact {
 			redactor = a.redactor.get()
@@ -439,30 +438,12 @@ func init() {
 			a.send(&event, frame.ID, chunk)
 			return nil
 		}
-		go func() {
-			defer func() {
-				a.mu.Lock()
-				delete(a.transfers, frame.ID)
-				a.mu.Unlock()
-			}()
-			var reply *protocol.Transferred
-			err := asSandboxUser(func() (err error) {
-				out := &chunkWriter{cap: request.MaxBytes, emit: emit}
-				reply, err = pack(request, out, redactor, t.budget)
-				return err
-			})
-			if err != nil {
-				a.send(failureOf(err), frame.ID, nil)
-				return
-			}
-			a.send(reply, frame.ID, nil)
-		}()
+		a.runTransfer(frame.ID, t, func() (*protocol.Transferred, error) {
+			return pack(request, &chunkWriter{cap: request.MaxBytes, emit: emit}, redactor, t.budget)
+		})
 	})
 	handle("credit", func(a *Agent, frame *protocol.Frame, m protocol.Message) {
-		a.mu.Lock()
-		t := a.transfers[frame.ID]
-		a.mu.Unlock()
-		if t != nil {
+		if t := a.transferOf(frame.ID); t != nil && t.flow != nil {
 			t.flow.grant(m.(*protocol.Credit).Chunks)
 		}
 	})
@@ -470,11 +451,46 @@ func init() {
 
 // cancelTransfer stops the transfer of request `id`, if one runs.
 func (a *Agent) cancelTransfer(id int64) {
-	a.mu.Lock()
-	t := a.transfers[id]
-	a.mu.Unlock()
-	if t != nil {
-		t.budget.cancelled.Store(true)
+	t := a.transferOf(id)
+	if t == nil {
+		return
+	}
+	t.budget.cancelled.Store(true)
+	if t.flow != nil {
 		t.flow.ready.Broadcast()
 	}
+	if t.in != nil {
+		t.in.ready.Broadcast()
+	}
+}
+
+func (a *Agent) transferOf(id int64) *transfer {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.transfers[id]
+}
+
+// runTransfer runs fn as the sandbox user on a goroutine of its own, the
+// transfer known by request id meanwhile, and answers the request.
+func (a *Agent) runTransfer(id int64, t *transfer, fn func() (*protocol.Transferred, error)) {
+	a.mu.Lock()
+	a.transfers[id] = t
+	a.mu.Unlock()
+	go func() {
+		defer func() {
+			a.mu.Lock()
+			delete(a.transfers, id)
+			a.mu.Unlock()
+		}()
+		var reply *protocol.Transferred
+		err := asSandboxUser(func() (err error) {
+			reply, err = fn()
+			return err
+		})
+		if err != nil {
+			a.send(failureOf(err), id, nil)
+			return
+		}
+		a.send(reply, id, nil)
+	}()
 }
