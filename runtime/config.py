@@ -402,7 +402,7 @@ class Config(BaseModel):
     by the image's python3) or "static" (the Go binary `make agent` builds
     beside it: any image, no python3 needed). The static agent is a first
     slice: commands (foreground and background), the file operations,
-    secrets, archives (not xz) and the egress relay; the spare shell is not
+    secrets, archives and the egress relay; the spare shell is not
     started. The daemon refuses to start with "static" when the
     binary or the C launcher it starts commands with is missing."""
     spare_shell: bool = True

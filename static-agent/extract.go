@@ -3,7 +3,7 @@ package main
 // Tar archives into the sandbox (uploads, restores) as the sandbox user
 // (runtime/agent/archives.py). The archive is read in one pass as it
 // arrives (the daemon's chunks, a Credit for each one taken), decompressed
-// on the way when it is gzip or bzip2: every member is checked as its
+// on the way when it is gzip, bzip2 or xz: every member is checked as its
 // header comes (no absolute paths, no `..`, no devices, FIFOs or setuid
 // bits, symlinks and hard links only inside the archive's root, its size
 // within the free space) and written into a staging directory in the
@@ -30,6 +30,8 @@ import (
 	"syscall"
 	"time"
 	"unsafe"
+
+	"github.com/ulikunitz/xz"
 
 	"toolrt/agent/protocol"
 )
@@ -181,7 +183,7 @@ func checkMember(h *tar.Header, files map[string]int64, keepLinks bool) (string,
 }
 
 // decompressed is the archive's bytes as they are read, gunzipped or
-// bunzipped when its first bytes say so.
+// bunzipped or unxzed when its first bytes say so.
 func decompressed(source io.Reader) (io.Reader, error) {
 	buffered := bufio.NewReaderSize(source, 64<<10)
 	head, _ := buffered.Peek(6)
@@ -191,9 +193,7 @@ func decompressed(source io.Reader) (io.Reader, error) {
 	case bytes.HasPrefix(head, []byte("BZh")):
 		return bzip2.NewReader(buffered), nil
 	case bytes.HasPrefix(head, []byte("\xfd7zXZ\x00")):
-		return nil, failWith(protocol.InvalidArguments,
-			"xz archives are not unpacked by the static agent (gzip and bzip2 are); "+
-				"send it uncompressed or as gzip")
+		return xz.NewReader(buffered)
 	}
 	return buffered, nil
 }

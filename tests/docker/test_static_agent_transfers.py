@@ -4,6 +4,7 @@ the `daemon` and `snap_client` they use are the static agent's here."""
 
 from __future__ import annotations
 
+import lzma
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,7 @@ from tests.docker.test_workspace_transfer import (  # noqa: F401
     test_upload_into_a_directory_and_download_it_back,
     test_writing_through_an_archive_link_is_refused,
 )
+from tests.helpers import make_tar
 
 pytestmark = pytest.mark.docker
 
@@ -51,3 +53,15 @@ def snap_client(make_daemon: Any, tmp_path: Path) -> Iterator[Client]:
     daemon = make_daemon(agent="static", state_dir=str(tmp_path / "state"))
     with Client(daemon.target) as client:
         yield client
+
+
+def test_gzip_bzip2_and_xz_archives_are_unpacked(daemon: Any) -> None:
+    import bz2
+    import gzip
+
+    plain = make_tar(("d/a.txt", "file", "packed\n"))
+    with Client(daemon.target) as client, client.session() as session:
+        for name, compress in (("gz", gzip.compress), ("bz2", bz2.compress), ("xz", lzma.compress)):
+            session.upload(compress(plain), f"/workspace/{name}")
+            read = session.call("read_file", {"path": f"/workspace/{name}/d/a.txt"})
+            assert read.ok and read.output["content"] == "packed\n", (name, read)
