@@ -5,6 +5,12 @@ the event loop: a write waits for its fsync). A write that fails (disk
 full, read-only file, a broken database) raises StateUnavailable naming
 the path, so the work it was to record is refused (UNAVAILABLE, retryable)
 rather than done without a trace; what was written before stays.
+
+The journal's rows are group-committed: the rows of every call that asks
+while the writer is busy go in its next transaction, one commit for all of
+them, and each caller returns once that commit has (a result is never
+answered before it is stored). Each row has a savepoint of its own, so a
+row that fails fails its own call only.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import asyncio
 import contextlib
 import logging
 import sqlite3
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
@@ -47,6 +54,10 @@ class Durable:
         # Why the latest write failed ("" once one succeeds again): while set,
         # every call is recorded as started first, so none runs unrecorded.
         self.broken = ""
+        # Rows waiting for the next group commit, and whether one is queued.
+        self._group: list[tuple[Callable[[], None], asyncio.Future[None]]] = []
+        self._group_lock = threading.Lock()
+        self._group_queued = False
 
     @property
     def path(self) -> str:
@@ -62,13 +73,63 @@ class Durable:
             self.broken = ""
             return result
         except sqlite3.Error as exc:
-            msg = (
-                f"state database {self.db.path} cannot be written ({exc}); no new work is "
-                "accepted until it can (free disk space, fix its permissions)"
-            )
-            log.error("%s", msg)
-            self.broken = msg
-            raise StateUnavailable(msg) from exc
+            raise self._unwritable(exc) from exc
+
+    def _unwritable(self, exc: sqlite3.Error) -> StateUnavailable:
+        msg = (
+            f"state database {self.db.path} cannot be written ({exc}); no new work is "
+            "accepted until it can (free disk space, fix its permissions)"
+        )
+        log.error("%s", msg)
+        self.broken = msg
+        return StateUnavailable(msg)
+
+    async def _grouped(self, write: Callable[[], None]) -> None:
+        """`write` in the next group commit; returns once that has committed."""
+        if self._closed:
+            msg = f"state database {self.db.path} is closed (the daemon is stopping)"
+            raise StateUnavailable(msg)
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+        with self._group_lock:
+            self._group.append((write, done))
+            queue = not self._group_queued
+            self._group_queued = True
+        if queue:
+            self._writer.submit(self._commit_group, loop)
+        try:
+            await done
+        except sqlite3.Error as exc:
+            raise self._unwritable(exc) from exc
+        self.broken = ""
+
+    def _commit_group(self, loop: asyncio.AbstractEventLoop) -> None:
+        """On the writer: every waiting row in one transaction, then wake their callers."""
+        with self._group_lock:
+            group, self._group = self._group, []
+            self._group_queued = False
+        outcomes: list[Exception | None] = []
+        try:
+            with self._transaction():
+                outcomes = [self._savepoint(write) for write, _ in group]
+        except Exception as exc:  # noqa: BLE001 - the commit failed: every row did
+            outcomes = [exc] * len(group)
+        settled = [(done, outcome) for (_, done), outcome in zip(group, outcomes, strict=True)]
+        with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits
+            loop.call_soon_threadsafe(_settle, settled)
+
+    def _savepoint(self, write: Callable[[], None]) -> Exception | None:
+        """One row in the group's transaction: what it raised, its writes undone."""
+        conn = self.db.conn
+        conn.execute("SAVEPOINT row")
+        try:
+            write()
+        except Exception as exc:  # noqa: BLE001 - handed to that row's caller
+            conn.execute("ROLLBACK TO row")
+            return exc
+        finally:
+            conn.execute("RELEASE row")
+        return None
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[None]:
@@ -124,7 +185,7 @@ class Durable:
 
     # -- the journal --------------------------------------------------------
     async def call_started(self, session_id: str, call_id: str, fingerprint: str) -> None:
-        await self._run(self.journal.begin, session_id, call_id, fingerprint)
+        await self._grouped(lambda: self.journal.begin(session_id, call_id, fingerprint))
 
     async def call_finished(
         self,
@@ -138,12 +199,11 @@ class Durable:
         its session (`touch`: calls, last use, tools' state as JSON)."""
 
         def both() -> None:
-            with self._transaction():
-                self.journal.finish(session_id, call_id, fingerprint, result)
-                if touch is not None:
-                    self.sessions.touch(session_id, *touch)
+            self.journal.finish(session_id, call_id, fingerprint, result)
+            if touch is not None:
+                self.sessions.touch(session_id, *touch)
 
-        await self._run(both)
+        await self._grouped(both)
 
     async def journal_rows(self, session_id: str) -> list[JournalRow]:
         return await self._run(self.journal.rows, session_id)
@@ -156,3 +216,14 @@ class Durable:
         self.db.close()
         if self._lock is not None:
             self._lock.release()
+
+
+def _settle(outcomes: list[tuple[asyncio.Future[None], Exception | None]]) -> None:
+    """On the loop: each caller of a group commit gets its row's outcome."""
+    for done, outcome in outcomes:
+        if done.cancelled():
+            continue
+        if outcome is None:
+            done.set_result(None)
+        else:
+            done.set_exception(outcome)
