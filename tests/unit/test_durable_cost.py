@@ -1,6 +1,7 @@
-"""The journal's group commit: concurrent calls' rows share one transaction,
-each caller returns only once its row is stored, and one bad row fails only
-its own call."""
+"""What durable state costs per call: the journal's group commit (concurrent
+calls' rows share one transaction, each caller returns only once its row is
+stored, one bad row fails only its own call), and acknowledgements to the
+agent sent many to a frame."""
 
 from __future__ import annotations
 
@@ -8,12 +9,17 @@ import asyncio
 import sqlite3
 import threading
 
+from runtime.agent import protocol
+from runtime.client import Client
 from runtime.errors import StateUnavailable
 from runtime.models import ToolResult
+from runtime.sandbox.agent_client import AgentClient
+from runtime.sandbox.fake import FakeBackend
+from runtime.sessions.adoption import ACK_CALLS
 from runtime.state.db import StateDB
 from runtime.state.durable import COMPONENTS, Durable
 from runtime.state.journal_store import DONE, JournalStore
-from tests.conftest import config_for_test
+from tests.conftest import config_for_test, start_daemon
 
 
 def _durable(tmp_path) -> tuple[Durable, list[str]]:
@@ -79,3 +85,27 @@ def test_a_row_that_fails_fails_its_own_call_only(tmp_path, monkeypatch):
         assert stored == ["a", "b"]
     finally:
         durable.close()
+
+
+def test_stored_results_are_acknowledged_to_the_agent_many_to_a_frame(tmp_path, monkeypatch):
+    acks: list[list[str]] = []
+
+    async def ack(agent: AgentClient, call_ids: list[str]) -> None:
+        acks.append(call_ids)
+
+    monkeypatch.setattr(AgentClient, "ack", ack)
+    backend = FakeBackend()
+    backend.script(lambda req: (protocol.ExecResult(exit_code=0), b""))
+    running = start_daemon(config_for_test(state_dir=str(tmp_path)), backend=backend)
+    try:
+        with Client(running.target) as client:
+            session = client.create_session()
+            ids = [f"call-{i}" for i in range(ACK_CALLS + 3)]
+            for call_id in ids:
+                assert client.call(session.id, "shell", {"command": "true"}, call_id=call_id).ok
+            # One frame for the first ACK_CALLS calls (each answered once stored);
+            # the rest wait for the next batch or the delay.
+            assert acks[0] == ids[:ACK_CALLS]
+            assert sum(map(len, acks)) <= len(ids) and len(acks) <= 2
+    finally:
+        running.stop()
