@@ -1,7 +1,10 @@
 """The audit log: one JSON object a line for every session event, call, transfer and refusal.
 
-Each record is appended with one `write(2)` and is in the kernel before the
-RPC answers (`O_APPEND`, no user-space buffer). When a write fails (a full
+Each record is in the kernel before the RPC answers (`O_APPEND`, no
+user-space buffer). Calls' records are encoded and written off the event
+loop, those of concurrent calls together (`record_calls`: one `write(2)`
+for every call that finished while the previous write was under way); the
+other records are written as they come, also one `write(2)` each time. When a write fails (a full
 disk, a file made unwritable) the record is kept in memory, the daemon says
 so in its log, and every RPC that would need a record is refused with
 UNAVAILABLE until the kept records can be written: nothing is dropped
@@ -24,9 +27,11 @@ import hashlib
 import json
 import logging
 import os
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from runtime.auth.principals import Principal
@@ -34,6 +39,7 @@ from runtime.egress.proxy import EgressEvent
 from runtime.errors import AuditUnavailable, RequestError
 from runtime.models import ToolCall, ToolResult
 from runtime.network_audit import REPEATED, NetworkCounter
+from runtime.state.group import GroupWriter
 
 log = logging.getLogger(__name__)
 
@@ -140,6 +146,13 @@ class AuditLog:
         self._max_pending_bytes = pending_bytes
         self._broken = ""
         self._retry_at = 0.0
+        # The loop and the writer thread both append.
+        self._lock = threading.Lock()
+        self._closed = False
+        self._writer = ThreadPoolExecutor(1, thread_name_prefix="audit")
+        self._calls: GroupWriter[list[dict[str, Any]]] = GroupWriter(
+            self._writer, self._write_calls
+        )
 
     # -- writing --------------------------------------------------------------
     def _open(self) -> int:
@@ -166,14 +179,19 @@ class AuditLog:
         self._fd = self._inode = None
 
     def _flush_pending(self) -> None:
+        """Every waiting line in one write; those written whole leave the queue."""
         fd = self._open()
-        while self._pending:
-            line = self._pending[0]
-            written = os.write(fd, line)
-            if written != len(line):
-                msg = f"short write ({written} of {len(line)} bytes)"
-                raise OSError(msg)
+        if not self._pending:
+            return
+        data = b"".join(self._pending)
+        written = os.write(fd, data)
+        left = written
+        while self._pending and len(self._pending[0]) <= left:
+            left -= len(self._pending[0])
             self._pending_bytes -= len(self._pending.popleft())
+        if written != len(data):
+            msg = f"short write ({written} of {len(data)} bytes)"
+            raise OSError(msg)
 
     def _append(self, lines: list[bytes]) -> None:
         self._pending += lines
@@ -222,7 +240,8 @@ class AuditLog:
             for r in records
         ]
         if lines:
-            self._append(lines)
+            with self._lock:
+                self._append(lines)
 
     def check(self) -> None:
         """UNAVAILABLE while kept records cannot be written (tried at most once a second)."""
@@ -230,10 +249,13 @@ class AuditLog:
             return
         if self._clock() < self._retry_at:
             raise AuditUnavailable(self._unavailable())
-        self._append([])
+        with self._lock:
+            self._append([])
 
     def close(self) -> None:
         """Write what was counted so far, then close the file."""
+        self._closed = True
+        self._writer.shutdown(wait=True)
         with contextlib.suppress(AuditUnavailable):
             self.flush_counts(everything=True)
         if self._pending:
@@ -292,8 +314,29 @@ class AuditLog:
         self, who: Principal, session_id: str, calls: list[ToolCall], results: list[ToolResult]
     ) -> None:
         """One `call` record per call, with its result's code, duration and sizes."""
+        self.write(self._call_records(who, session_id, calls, results))
+
+    async def record_calls(
+        self, who: Principal, session_id: str, calls: list[ToolCall], results: list[ToolResult]
+    ) -> None:
+        """`calls`, written off the event loop with concurrent calls' records;
+        returns once they are in the kernel (AuditUnavailable when they are not)."""
+        if self._closed:
+            # The writer thread is gone: the rare call answered while stopping.
+            self.calls(who, session_id, calls, results)
+        elif self.path:
+            await self._calls.submit(self._call_records(who, session_id, calls, results))
+
+    def _write_calls(self, batches: list[list[dict[str, Any]]]) -> list[None]:
+        """On the writer thread: a round of `record_calls`, one write for all."""
+        self.write(r for batch in batches for r in batch)
+        return [None] * len(batches)
+
+    def _call_records(
+        self, who: Principal, session_id: str, calls: list[ToolCall], results: list[ToolResult]
+    ) -> list[dict[str, Any]]:
         now = self._clock()
-        self.write(
+        return [
             record(
                 "call",
                 who,
@@ -306,7 +349,7 @@ class AuditLog:
                 **call_fields(call),
             )
             for call, result in zip(calls, results, strict=True)
-        )
+        ]
 
     def network(self, event: EgressEvent) -> None:
         """A `network` record for a proxied connection as it ended, or a count

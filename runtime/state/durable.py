@@ -19,7 +19,6 @@ import asyncio
 import contextlib
 import logging
 import sqlite3
-import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
@@ -28,6 +27,7 @@ from runtime.config import Config
 from runtime.errors import StateUnavailable
 from runtime.models import ToolResult
 from runtime.state.db import StateDB
+from runtime.state.group import GroupWriter
 from runtime.state.journal_store import JOURNAL, JournalRow, JournalStore
 from runtime.state.lock import StateLock
 from runtime.state.sessions import SESSIONS, SessionRecord, SessionStore
@@ -54,10 +54,8 @@ class Durable:
         # Why the latest write failed ("" once one succeeds again): while set,
         # every call is recorded as started first, so none runs unrecorded.
         self.broken = ""
-        # Rows waiting for the next group commit, and whether one is queued.
-        self._group: list[tuple[Callable[[], None], asyncio.Future[None]]] = []
-        self._group_lock = threading.Lock()
-        self._group_queued = False
+        # The journal's rows, group-committed on the writer thread.
+        self._group = GroupWriter(self._writer, self._commit)
 
     @property
     def path(self) -> str:
@@ -89,34 +87,16 @@ class Durable:
         if self._closed:
             msg = f"state database {self.db.path} is closed (the daemon is stopping)"
             raise StateUnavailable(msg)
-        loop = asyncio.get_running_loop()
-        done: asyncio.Future[None] = loop.create_future()
-        with self._group_lock:
-            self._group.append((write, done))
-            queue = not self._group_queued
-            self._group_queued = True
-        if queue:
-            self._writer.submit(self._commit_group, loop)
         try:
-            await done
+            await self._group.submit(write)
         except sqlite3.Error as exc:
             raise self._unwritable(exc) from exc
         self.broken = ""
 
-    def _commit_group(self, loop: asyncio.AbstractEventLoop) -> None:
-        """On the writer: every waiting row in one transaction, then wake their callers."""
-        with self._group_lock:
-            group, self._group = self._group, []
-            self._group_queued = False
-        outcomes: list[Exception | None] = []
-        try:
-            with self._transaction():
-                outcomes = [self._savepoint(write) for write, _ in group]
-        except Exception as exc:  # noqa: BLE001 - the commit failed: every row did
-            outcomes = [exc] * len(group)
-        settled = [(done, outcome) for (_, done), outcome in zip(group, outcomes, strict=True)]
-        with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits
-            loop.call_soon_threadsafe(_settle, settled)
+    def _commit(self, writes: list[Callable[[], None]]) -> list[Exception | None]:
+        """On the writer: one transaction, a savepoint per row."""
+        with self._transaction():
+            return [self._savepoint(write) for write in writes]
 
     def _savepoint(self, write: Callable[[], None]) -> Exception | None:
         """One row in the group's transaction: what it raised, its writes undone."""
@@ -216,14 +196,3 @@ class Durable:
         self.db.close()
         if self._lock is not None:
             self._lock.release()
-
-
-def _settle(outcomes: list[tuple[asyncio.Future[None], Exception | None]]) -> None:
-    """On the loop: each caller of a group commit gets its row's outcome."""
-    for done, outcome in outcomes:
-        if done.cancelled():
-            continue
-        if outcome is None:
-            done.set_result(None)
-        else:
-            done.set_exception(outcome)
