@@ -20,6 +20,8 @@ Operations: `GetSession` (the transport and authentication alone), an
 Execute of an unknown tool (the call path without the sandbox), `shell
 true`, `write_file` of 1 KiB and `read_file` of a 1 MiB file (2000 lines
 of it returned).
+`--agent static` measures the static agent (`make agent`) instead of the
+Python one; the agent's resident memory is reported after the runs.
 Needs the Docker engine (cgroup v1 or v2) and the sandbox image.
 """
 
@@ -113,18 +115,24 @@ class Meters:
         return row
 
 
+def _rss_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+
+
 @contextlib.contextmanager
-def _daemon(plain: bool) -> Iterator[Daemon]:
+def _daemon(plain: bool, agent: str) -> Iterator[Daemon]:
     instance = f"speed-{uuid.uuid4().hex[:8]}"
+    settings = {"TOOLRT_AGENT": agent}
     if plain:
-        d = Daemon(instance, 0)
+        d = Daemon(instance, 0, settings=settings)
         try:
             yield d
         finally:
             d.stop()
         return
     with tempfile.TemporaryDirectory(prefix="toolrt-speed-") as tmp:
-        d = featured(instance, "", Path(tmp))
+        d = featured(instance, "", Path(tmp), settings=settings)
         try:
             yield d
         finally:
@@ -136,10 +144,13 @@ def _ok(result: object) -> None:
         raise RuntimeError(getattr(result, "error_message", "failed"))
 
 
-def measure(calls: int, rounds: int, plain: bool = False) -> dict[str, dict[str, float]]:
+def measure(
+    calls: int, rounds: int, plain: bool = False, agent: str = "python"
+) -> tuple[dict[str, dict[str, float]], int]:
+    """The table, and the agent's resident KiB once the calls are done."""
     engine = docker.from_env(timeout=60)
     try:
-        with _daemon(plain) as d, d.client.session() as s:
+        with _daemon(plain, agent) as d, d.client.session() as s:
             agent_pid = engine.api.inspect_container(container_name(s.id))["State"]["Pid"]
             shell(d.client, s.id, "yes 0123456789abcdefghijklmnopqrstu | head -c 1048576 > big")
             small = "x" * 1023 + "\n"
@@ -160,10 +171,12 @@ def measure(calls: int, rounds: int, plain: bool = False) -> dict[str, dict[str,
             for _ in range(rounds):
                 for name, fn in operations.items():
                     rows[name].append(meters.per_call(fn, calls))
-        return {
+            rss = _rss_kib(agent_pid)
+        table = {
             name: {col: statistics.median(r[col] for r in runs) for col in COLUMNS}
             for name, runs in rows.items()
         }
+        return table, rss
     finally:
         engine.close()
 
@@ -175,14 +188,17 @@ def main() -> int:
     parser.add_argument(
         "--plain", action="store_true", help="no tokens, audit log or metrics (durable state stays)"
     )
+    parser.add_argument("--agent", choices=("python", "static"), default="python")
     args = parser.parse_args()
-    table = measure(args.calls, args.rounds, args.plain)
+    table, rss = measure(args.calls, args.rounds, args.plain, args.agent)
     load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
-    print(f"CPU ms per call, median of {args.rounds} rounds of {args.calls} calls (load {load})")
+    rounds = f"median of {args.rounds} rounds of {args.calls} calls"
+    print(f"{args.agent} agent: CPU ms per call, {rounds} (load {load})")
     print(f"| operation | {' | '.join(COLUMNS)} |")
     print(f"|---|{'---:|' * len(COLUMNS)}")
     for name, cols in table.items():
         print(f"| {name} | {' | '.join(f'{cols[c]:.2f}' for c in COLUMNS)} |")
+    print(f"the agent's resident memory after the calls: {rss / 1024:.1f} MiB")
     return 0
 
 
