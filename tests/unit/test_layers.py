@@ -22,7 +22,7 @@ RUNTIME = Path(__file__).resolve().parents[2] / "runtime"
 LAYERS: tuple[frozenset[str], ...] = tuple(
     frozenset(floor.split())
     for floor in (
-        "__main__ cli",
+        "__main__ cli integrations",
         "fronts server",
         "core",
         "admin audit network_audit",
