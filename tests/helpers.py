@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import inspect
 import io
 import os
 import socket
@@ -21,6 +22,7 @@ import docker
 import grpc
 import psutil
 import pytest
+from _pytest.mark.structures import ParameterSet
 
 from runtime.agent import spare
 from runtime.client import Client, ToolrtRpcError
@@ -314,3 +316,33 @@ async def exchange(path: str, data: bytes, wait: float = 5) -> bytes:
         return await asyncio.wait_for(reader.read(), wait)
     finally:
         writer.close()
+
+
+# -- another agent held to a test module's checks ------------------------------
+def cases_of(check: Callable[..., Any]) -> list[dict[str, Any]]:
+    """The arguments a check's own `pytest.mark.parametrize` gives it, one
+    dict per case ([{}] when it has none)."""
+    cases: list[dict[str, Any]] = [{}]
+    for mark in getattr(check, "pytestmark", []):
+        if mark.name != "parametrize":
+            continue
+        names = (
+            [n.strip() for n in mark.args[0].split(",")]
+            if isinstance(mark.args[0], str)
+            else list(mark.args[0])
+        )
+        values = [
+            tuple(raw.values)
+            if isinstance(raw, ParameterSet)
+            else (raw,)
+            if len(names) == 1
+            else raw
+            for raw in mark.args[1]
+        ]
+        cases = [{**case, **dict(zip(names, v, strict=True))} for case in cases for v in values]
+    return cases
+
+
+def run_check(check: Callable[..., Any], **given: Any) -> Any:
+    """Call a test module's check with the fixtures it names, taken from `given`."""
+    return check(**{name: given[name] for name in inspect.signature(check).parameters})

@@ -4,7 +4,6 @@ offline from Debian's busybox-static (`make go` installs it)."""
 
 from __future__ import annotations
 
-import inspect
 import io
 import shutil
 import tarfile
@@ -27,7 +26,7 @@ from tests.docker import test_secrets as secrets_tests
 from tests.docker import test_shell as shell_tests
 from tests.docker import test_shell_semantics as semantics
 from tests.docker import test_transfer_streams as transfers
-from tests.helpers import user_processes
+from tests.helpers import run_check, user_processes
 
 pytestmark = pytest.mark.docker
 
@@ -263,8 +262,7 @@ def test_static_agent_passes_the_python_agents_background_limits(
     def make_static(**overrides: Any) -> Any:
         return make_daemon(agent="static", **overrides)
 
-    given = {"make_daemon": make_static, "docker_client": docker_client}
-    check(**{arg: given[arg] for arg in inspect.signature(check).parameters})
+    run_check(check, make_daemon=make_static, docker_client=docker_client)
 
 
 def test_stop_leftovers_spares_running_calls_and_live_handles(
@@ -400,5 +398,4 @@ def run_secret_check(
         tenants={"default": {"secrets": tenant_names}},
     )
     with Client(daemon.target) as client, client.session(secrets=names) as session:
-        given.update(client=client, session=session, daemon=daemon)
-        check(**{arg: given[arg] for arg in inspect.signature(check).parameters})
+        run_check(check, client=client, session=session, daemon=daemon, **given)
