@@ -57,7 +57,7 @@ def tar_of(files: dict[str, bytes]) -> bytes:
 
 def files_in(archive: bytes) -> dict[str, bytes]:
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-        return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}  # type: ignore[union-attr]
+        return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
 
 
 def test_calls_batches_messages_and_streams(daemon):
@@ -72,7 +72,7 @@ def test_calls_batches_messages_and_streams(daemon):
         items = [i async for i in s.stream("shell", {"command": "echo out; echo err >&2"})]
         *output, last = items
         assert sorted(output) == [("stderr", b"err\n"), ("stdout", b"out\n")]
-        assert last.ok and last.output["exit_code"] == 0  # type: ignore[union-attr]
+        assert last.ok and last.output["exit_code"] == 0
 
     in_session(daemon, body)
 
