@@ -193,8 +193,9 @@ async def until(seen: list[str], what: str) -> None:
         await asyncio.sleep(0.01)
 
 
-@pytest.mark.parametrize("how", ["call", "stream"])
+@pytest.mark.parametrize("how", ["call", "stream", "deadline"])
 def test_a_cancelled_task_cancels_its_call(make_daemon, how):
+    """Cancelling the task (or the call's deadline passing) stops the call in the daemon."""
     daemon = make_daemon(backend="fake")
     script, seen = waiting_script()
     daemon.daemon.core.backend.script(script)
@@ -208,6 +209,12 @@ def test_a_cancelled_task_cancels_its_call(make_daemon, how):
                     pass
 
     async def body(s: AsyncSession) -> None:
+        if how == "deadline":
+            with pytest.raises(ToolrtRpcError) as raised:
+                await s.client.call(s.id, "shell", {"command": "sleep 3600"}, timeout=5)
+            assert raised.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
+            await asyncio.wait_for(until(seen, "cancelled"), 60)
+            return
         task = asyncio.create_task(consume(s))
         await asyncio.wait_for(until(seen, "started"), 60)
         task.cancel()
