@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from dataclasses import dataclass
+import logging
+from dataclasses import dataclass, replace
 
 from runtime.admin import Admin
 from runtime.audit import DAEMON, AuditLog
@@ -32,6 +33,8 @@ from runtime.snapshots.store import SnapshotStore
 from runtime.state.db import default_state_dir
 from runtime.state.durable import Durable
 from runtime.tools.registry import Registry, default_registry
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -121,6 +124,21 @@ def build_core(
 
     def network_event(event: EgressEvent) -> None:
         obs.metrics.egress_connection(event.decision)
+        owner = next((s for s in manager.live_sessions() if s.id == event.session_id), None)
+        if owner is not None:
+            # A command can name a host after a secret (`curl $TOKEN.example`).
+            redact = owner.redactor.redact_text
+            event = replace(event, host=redact(event.host), reason=redact(event.reason))
+        log.debug(
+            "egress session=%s host=%s port=%d decision=%s in=%d out=%d %s",
+            event.session_id,
+            event.host[:100],
+            event.port,
+            event.decision,
+            event.bytes_in,
+            event.bytes_out,
+            event.reason[:200],
+        )
         # A connection outlives no answer: a record the log cannot take is
         # dropped here, and the log refuses the next call until it can write.
         with contextlib.suppress(AuditUnavailable):

@@ -634,16 +634,7 @@ class SessionProxy:
             reason,
             self.tenant,
         )
-        log.debug(
-            "egress session=%s host=%s port=%d decision=%s in=%d out=%d %s",
-            event.session_id,
-            event.host[:100],
-            event.port,
-            event.decision,
-            event.bytes_in,
-            event.bytes_out,
-            event.reason[:200],
-        )
+        # Logged by the hook (core.py), once the session's secrets are out of it.
         if self._on_event is not None:
             try:
                 self._on_event(event)

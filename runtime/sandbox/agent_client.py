@@ -318,7 +318,11 @@ class AgentClient:
         return reply
 
     async def archive(
-        self, paths: list[str], max_bytes: int, deadline_s: float = TRANSFER_SECONDS
+        self,
+        paths: list[str],
+        max_bytes: int,
+        deadline_s: float = TRANSFER_SECONDS,
+        redact: bool = True,
     ) -> AsyncGenerator[bytes, None]:
         """Tar `paths`: the archive's chunks, as the caller takes them.
 
@@ -340,7 +344,7 @@ class AgentClient:
 
         request_id = self.channel.next_id()
         request = protocol.Archive(
-            paths=paths, max_bytes=max_bytes, deadline_s=deadline_s, window=window
+            paths=paths, max_bytes=max_bytes, deadline_s=deadline_s, window=window, redact=redact
         )
         call = asyncio.ensure_future(
             self._call(

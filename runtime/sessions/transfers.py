@@ -47,7 +47,9 @@ def as_request_errors(session: Session) -> Iterator[None]:
     try:
         yield
     except ToolFailure as exc:
-        msg = f"session {session.id}: {exc.code}: {exc.message}"
+        # The agent's message may name a path whose name holds a secret.
+        message = session.redactor.redact_text(exc.message)
+        msg = f"session {session.id}: {exc.code}: {message}"
         raise BadRequest(msg) from exc
 
 

@@ -2,8 +2,9 @@
 
 A snapshot holds `/workspace` (and `/tmp` when asked), the shell's
 directory and persisted exports (references to secrets, never values:
-`agent/redact.py` keeps them out of shell state, and pack redacts secret
-values from text files), and what a fork needs of the session's spec.
+`agent/redact.py` keeps them out of shell state, and a capture holding a
+value anywhere is refused, see `archive.py`), and what a fork needs of
+the session's spec.
 Processes are not part of it.
 
 Taking one, restoring one and forking from a live session hold the
@@ -152,9 +153,10 @@ class Snapshots:
         try:
             with as_request_errors(session):
                 entries = await capture(
-                    session.sandbox.agent.archive(paths, cap),
+                    session.sandbox.agent.archive(paths, cap, redact=False),
                     staging,
                     {area_name(p): p for p in paths},
+                    session.redactor,
                 )
         except BaseException:
             staging.discard()

@@ -11,6 +11,7 @@ import posixpath
 from dataclasses import dataclass, field
 
 from runtime.agent import protocol
+from runtime.agent.redact import Redactor
 from runtime.constants import WORKSPACE
 from runtime.policy.allowlist import PathPolicy
 from runtime.tools.base import ToolContext
@@ -52,17 +53,25 @@ class ShellState:
         sent_env: dict[str, str],
         persist_env: bool,
         policy: PathPolicy | None = None,
+        redactor: Redactor | None = None,
     ) -> str | None:
         """Keep what a finished call left behind; a note for the model, if any.
 
         The directory is kept only inside the allowlist's read roots (the
-        reported path is already resolved inside the sandbox).
+        reported path is already resolved inside the sandbox), and only if
+        its name holds no secret value: a kept directory is stored state
+        (the sessions table, snapshots), and a name there is never rewritten.
         """
         policy = policy or PathPolicy()
         note = None
         cwd = report.cwd
         if cwd:
-            if cwd.startswith("/") and policy.allows(posixpath.normpath(cwd)):
+            if redactor is not None and redactor.found_text(cwd):
+                note = (
+                    f"the command ended in {redactor.redact_text(cwd)}, whose name holds a "
+                    f"secret value; it is not kept, the next call starts in {self.cwd}"
+                )
+            elif cwd.startswith("/") and policy.allows(posixpath.normpath(cwd)):
                 self.cwd = cwd
             else:
                 note = (
