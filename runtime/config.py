@@ -17,8 +17,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from runtime.constants import DEFAULT_TARGET, DEFAULT_TENANT, WRITABLE_AREAS
-from runtime.egress.addresses import HostError, ip_literal, normalize_host
-from runtime.egress.policy import PatternError, over_loopback_pins, parse_patterns
+from runtime.policy.addresses import HostError, ip_literal, normalize_host
+from runtime.policy.hosts import PatternError, over_loopback_pins, parse_patterns
 
 MiB = 1 << 20
 GiB = 1 << 30

@@ -34,13 +34,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runtime.agent.pipe import IDLE, LIMIT, Joint
-from runtime.egress.addresses import (
-    HostError,
-    blocked_reason,
-    ip_literal,
-    looks_numeric,
-    normalize_host,
-)
 from runtime.egress.http import (
     ESTABLISHED,
     HELLO,
@@ -55,8 +48,15 @@ from runtime.egress.http import (
     parse_request,
     upstream_head,
 )
-from runtime.egress.policy import NetworkPolicy
 from runtime.egress.shares import ConnectionShares
+from runtime.policy.addresses import (
+    HostError,
+    blocked_reason,
+    ip_literal,
+    looks_numeric,
+    normalize_host,
+)
+from runtime.policy.hosts import NetworkPolicy
 
 log = logging.getLogger(__name__)
 

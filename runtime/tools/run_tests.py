@@ -17,8 +17,8 @@ from runtime.agent.redact import Redactor
 from runtime.constants import WORKSPACE
 from runtime.errors import CallTimeout, FileMissing, InvalidArguments, LimitExceeded
 from runtime.tools.base import Tool, ToolContext
-from runtime.tools.files import checked_path
 from runtime.tools.network import NO_NETWORK
+from runtime.tools.paths import checked_path
 from runtime.tools.shell import command_env, shell_output
 from runtime.tools.validation import command_too_long, no_nul
 

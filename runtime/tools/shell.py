@@ -11,10 +11,10 @@ from runtime.agent.redact import Redactor
 from runtime.constants import WORKSPACE
 from runtime.errors import CallTimeout, FileMissing, InvalidArguments, LimitExceeded, PathDenied
 from runtime.tools.base import Tool, ToolContext
-from runtime.tools.files import checked_path
 from runtime.tools.network import NO_NETWORK_SHELL
 from runtime.tools.output import render_stream
-from runtime.tools.shell_state import HOME, ShellState
+from runtime.tools.paths import checked_path
+from runtime.tools.shell_state import HOME
 from runtime.tools.validation import command_too_long, env_problem, no_nul
 
 # What every command sees before the session's and the call's own env: no
@@ -241,7 +241,7 @@ def exec_request(
 
 
 async def run_shell(ctx: ToolContext, args: ShellArgs) -> dict[str, Any]:
-    state = ShellState.of(ctx)
+    state = ctx.state.shell
     if args.cwd is not None:
         await checked_path(ctx, args.cwd, field="cwd")  # the allowlist's read roots govern cwd
     session_env = state.environment({**BASE_ENV, **ctx.env})

@@ -14,7 +14,7 @@ import grpc
 import pytest
 
 from runtime.client import Client, ToolrtRpcError
-from runtime.egress.paths import relay_dir, socket_path
+from runtime.sandbox.relay_dirs import relay_dir, socket_path
 from tests.egress_upstreams import TOYPKG_VALUE, Upstreams, upstreams
 from tests.helpers import containers_of, free_port, under_gvisor, wait_for
 

@@ -19,7 +19,6 @@ from hypothesis import strategies as st
 from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
 from runtime.client import Client
 from runtime.dialects.registry import DIALECTS
-from tests.docker.test_fuzz_tools import tool_calls
 from tests.fuzzing import (
     call_ids,
     check_result,
@@ -35,6 +34,7 @@ from tests.fuzzing import (
     surrogates,
     text,
     to_json,
+    tool_calls,
     uploads,
     watched,
 )

@@ -20,7 +20,6 @@ import pytest
 
 from runtime.client import Client
 from runtime.client.sdk import Result, ToolrtRpcError
-from tests.docker.test_restarts import instance  # noqa: F401 - a fixture used below
 
 pytestmark = pytest.mark.docker
 

@@ -20,13 +20,11 @@ from typing import Any, TypeVar
 from urllib.parse import urlparse
 
 import docker
-from docker.models.containers import _create_container_args
 from docker.types import LogConfig
 
 from runtime.agent.protocol import RELAY_DIR
 from runtime.config import Config, Limits
 from runtime.constants import SANDBOX_GID, SANDBOX_UID, TMP, WORKSPACE
-from runtime.egress.paths import egress_enabled, make_relay_dir, remove_relay_dir
 from runtime.errors import BadRequest, EngineUnavailable
 from runtime.sandbox.agent_client import AgentClient
 from runtime.sandbox.backend import (
@@ -52,8 +50,10 @@ from runtime.sandbox.docker.errors import (
     require_engine_socket,
     tolerate_gone,
 )
+from runtime.sandbox.docker.sdk import create_config, post_json
 from runtime.sandbox.docker.stats import container_usage, engine_info
 from runtime.sandbox.framing import AgentConnection
+from runtime.sandbox.relay_dirs import egress_enabled, make_relay_dir, remove_relay_dir
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -81,7 +81,7 @@ def docker_socket_path(config: Config) -> str:
     return parsed.path
 
 
-class DockerBackend:
+class DockerBackend(SandboxBackend):
     def __init__(self, config: Config) -> None:
         if egress_enabled(config) and os.geteuid() != 0:
             msg = (
@@ -187,9 +187,7 @@ class DockerBackend:
             kwargs["volumes"][relay] = {"bind": RELAY_DIR, "mode": "ro"}
         try:
             api = self._docker().api
-            args = _create_container_args({**kwargs, "version": api._version})
-            name = args.pop("name")
-            config = api.create_container_config(**args)
+            name, config = create_config(api, kwargs)
             # docker-py closes stdin when the attach ends (StdinOnce): the
             # agent must outlive its daemon, and a new daemon attach again.
             config["StdinOnce"] = False
@@ -307,8 +305,7 @@ class DockerBackend:
             "NanoCpus": int(limits.cpus * 1e9),
             "PidsLimit": limits.pids,
         }
-        url = api._url("/containers/{0}/update", container_name(session_id))
-        api._result(api._post_json(url, data=data), json=True)
+        post_json(api, "/containers/{0}/update", container_name(session_id), data=data)
 
     async def update_limits(self, sandbox_id: str, limits: Limits) -> None:
         """Set memory, cpus and pids of a live sandbox (a claimed warm one)."""
@@ -359,7 +356,3 @@ class DockerBackend:
         self._executor.shutdown(wait=False, cancel_futures=True)
         if self._client is not None:
             self._client.close()
-
-
-def _conforms(backend: DockerBackend) -> SandboxBackend:
-    return backend  # mypy checks here that DockerBackend is a SandboxBackend
