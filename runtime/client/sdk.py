@@ -220,6 +220,9 @@ class SessionHandle:
     def upload(self, tar: bytes | Iterable[bytes], path: str = WORKSPACE) -> tuple[int, int]:
         return self.client.upload(self.id, tar, path)
 
+    def download_chunks(self, paths: list[str]) -> Iterator[bytes]:
+        return self.client.download_chunks(self.id, paths)
+
     def download(self, paths: list[str]) -> bytes:
         return self.client.download(self.id, paths)
 
