@@ -27,6 +27,7 @@ from runtime.config import Config, Limits
 from runtime.constants import SANDBOX_GID, SANDBOX_UID, TMP, WORKSPACE
 from runtime.errors import BadRequest, EngineUnavailable
 from runtime.sandbox.agent_client import AgentClient
+from runtime.sandbox.agent_dir import STATIC_AGENT, require_static_agent
 from runtime.sandbox.backend import (
     AGENT_DIR_IN_SANDBOX,
     LABEL_DAEMON,
@@ -72,6 +73,13 @@ def container_name(session_id: str) -> str:
     return f"toolrt-{session_id}"
 
 
+def agent_command(config: Config) -> list[str]:
+    """The container's main process: the agent the config names."""
+    if config.agent == "static":
+        return [f"{AGENT_DIR_IN_SANDBOX}/{STATIC_AGENT}"]
+    return ["python3", "-I", f"{AGENT_DIR_IN_SANDBOX}/main.py"]
+
+
 def docker_socket_path(config: Config) -> str:
     host = config.docker_host or os.environ.get("DOCKER_HOST", "") or "unix:///var/run/docker.sock"
     parsed = urlparse(host)
@@ -95,6 +103,8 @@ class DockerBackend(SandboxBackend):
         self._executor = ThreadPoolExecutor(config.docker_workers, thread_name_prefix="docker")
         self._client: docker.DockerClient | None = None
         self._agent_dir = prepare_agent_dir(config.agent_dir)
+        if config.agent == "static":
+            require_static_agent(self._agent_dir)
         self._live: dict[str, ConnectedSandbox] = {}
         self._epoch = new_epoch()
 
@@ -142,7 +152,7 @@ class DockerBackend(SandboxBackend):
         tmpfs_opts = "rw,exec,nosuid,nodev"
         kwargs: dict[str, Any] = {
             "image": spec.image,
-            "command": ["python3", "-I", f"{AGENT_DIR_IN_SANDBOX}/main.py"],
+            "command": agent_command(self._config),
             "name": container_name(spec.session_id),
             "user": "0:0",
             "entrypoint": [],
