@@ -21,6 +21,7 @@ from runtime.sandbox.backend import SandboxBackend
 from runtime.secret_store import load_secrets
 from runtime.sessions.calls import Calls
 from runtime.sessions.manager import SessionManager
+from runtime.sessions.programs import Programs
 from runtime.sessions.reaper import Reaper
 from runtime.sessions.session import Session
 from runtime.sessions.transfers import Transfers
@@ -54,6 +55,8 @@ class Core:
     durable: Durable
     # Snapshots, forks and restores; their store under state_dir.
     snapshots: Snapshots
+    # Exec and files for programs (harnesses, SDKs).
+    programs: Programs
 
     async def start(self, *, reap_expired: bool = True) -> None:
         """Re-adopt a previous run's sessions (in the background) and remove
@@ -147,4 +150,5 @@ def build_core(
         admin,
         durable,
         snapshots,
+        Programs(config, manager),
     )

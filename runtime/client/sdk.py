@@ -20,6 +20,7 @@ import grpc
 
 from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
 from runtime._proto.toolruntime.v1 import runtime_pb2_grpc as pb_grpc
+from runtime.client.programs import ProgramMethods, SessionPrograms, error_of
 from runtime.constants import DEFAULT_TARGET, WORKSPACE
 
 UPLOAD_CHUNK = 1 << 20
@@ -31,15 +32,6 @@ Metadata = tuple[tuple[str, str], ...]
 def bearer_metadata(token: str) -> Metadata:
     """Call metadata carrying a bearer token (none without one)."""
     return (("authorization", f"Bearer {token}"),) if token else ()
-
-
-class ToolrtRpcError(Exception):
-    """An RPC failed with a gRPC status (not a tool failure: see Result.error)."""
-
-    def __init__(self, code: grpc.StatusCode, details: str) -> None:
-        super().__init__(f"{code.name}: {details}")
-        self.code = code
-        self.details = details
 
 
 @dataclass(frozen=True)
@@ -87,7 +79,7 @@ class TLS:
         )
 
 
-class Client:
+class Client(ProgramMethods):
     def __init__(
         self,
         target: str | None = None,
@@ -123,7 +115,7 @@ class Client:
         try:
             return fn(request, timeout=timeout, metadata=self.metadata)
         except grpc.RpcError as exc:
-            raise ToolrtRpcError(exc.code(), exc.details() or "") from exc
+            raise error_of(exc) from exc
 
     def __enter__(self) -> Client:
         return self
@@ -213,7 +205,7 @@ class Client:
                 elif kind is not None:
                     yield kind, getattr(event, kind)
         except grpc.RpcError as exc:
-            raise ToolrtRpcError(exc.code(), exc.details() or "") from exc
+            raise error_of(exc) from exc
         finally:
             # A caller that stops reading (Ctrl-C, break) stops the call too.
             events.cancel()
@@ -264,10 +256,10 @@ class Client:
             chunks = self.stub.DownloadFiles(request, timeout=self.timeout, metadata=self.metadata)
             return b"".join(c.tar for c in chunks)
         except grpc.RpcError as exc:
-            raise ToolrtRpcError(exc.code(), exc.details() or "") from exc
+            raise error_of(exc) from exc
 
 
-class SessionHandle:
+class SessionHandle(SessionPrograms):
     def __init__(self, client: Client, session: pb.Session) -> None:
         self.client = client
         self.info = session
