@@ -218,8 +218,11 @@ class Programs:
         if spec.tty:
             msg = "tty is not available in this version: run without a terminal"
             raise refused(msg)
-        if spec.timeout_s < 0 or spec.output_cap_bytes < 0:
-            msg = "timeout_s and output_cap_bytes: expected 0 (the default) or more"
+        if not 0 <= spec.timeout_s <= NO_TIMEOUT_S or spec.output_cap_bytes < 0:
+            msg = (
+                f"timeout_s {spec.timeout_s:g}, output_cap_bytes {spec.output_cap_bytes}: "
+                f"expected 0 (the default) or more, timeout_s at most {NO_TIMEOUT_S:g}"
+            )
             raise refused(msg)
         ceiling = self._config.exec_output_cap_bytes
         async with self._session(tenant, spec.session_id, spec.user) as session:
