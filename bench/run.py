@@ -8,7 +8,9 @@ README's Benchmarks section. The identity figures (bench/tenants.py) also go
 to bench/results/tenants.{md,json}; `--only tenants` measures just those and
 replaces just their part of the README. runc and runsc side by side
 (bench/runtimes.py) also go to bench/results/runtimes.{md,json}; `--only
-runtimes` measures just those. Removes every container it started.
+runtimes` measures just those. Another tenant beside each attempt to exhaust
+a share (bench/shares.py) also goes to bench/results/shares.{md,json};
+`--only shares` measures just those. Removes every container it started.
 """
 
 from __future__ import annotations
@@ -24,10 +26,11 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import docker
 
-from bench import operations, ours, report, runtimes, snapshots, tenants
+from bench import operations, ours, report, runtimes, shares, snapshots, tenants
 from bench.baselines import Baselines
 from bench.stats import Sample, interleave
 
@@ -184,34 +187,37 @@ def only_tenants(args: argparse.Namespace, instance: str, log_path: str) -> int:
     return 0
 
 
-def snapshot_figures(s: dict[str, Sample], host: dict[str, str], quick: bool, command: str) -> str:
-    """The snapshots section; also written to bench/results/snapshots.{md,json}."""
-    md = "\n".join(snapshots.section(s, f"Measured by `{command}` on {machine_line(host, quick)}."))
-    (RESULTS / "snapshots.md").write_text(md + "\n")
-    (RESULTS / "snapshots.json").write_text(
+# Sections measured by a module of their own and written to
+# bench/results/<name>.{md,json} and between the module's README markers.
+SECTIONS: dict[str, Any] = {"snapshots": snapshots, "shares": shares}
+
+
+def section_figures(
+    name: str, s: dict[str, Sample], host: dict[str, str], quick: bool, command: str
+) -> str:
+    """Section `name`'s markdown; also written to bench/results/<name>.{md,json}."""
+    module = SECTIONS[name]
+    md = "\n".join(module.section(s, f"Measured by `{command}` on {machine_line(host, quick)}."))
+    (RESULTS / f"{name}.md").write_text(md + "\n")
+    (RESULTS / f"{name}.json").write_text(
         json.dumps(
             {"machine": host, "quick": quick, "samples": {k: v.as_dict() for k, v in s.items()}},
             indent=1,
         )
     )
-    return md
+    return str(md)
 
 
-def only_snapshots(args: argparse.Namespace, instance: str, log_path: str) -> int:
-    daemons: list[ours.Daemon] = []
-    try:
-        s = snapshots.measure(instance, log_path, args.quick, daemons)
-    finally:
-        left = remove_containers(daemons)
-        if left:
-            print(f"removed {left} container(s) left by the run", file=sys.stderr)
-    command = "make bench BENCH_ARGS='--only snapshots" + (" --quick'" if args.quick else "'")
-    markdown = snapshot_figures(s, machine(), args.quick, command)
+def only_section(name: str, args: argparse.Namespace, instance: str, log_path: str) -> int:
+    module = SECTIONS[name]
+    s = measured_alone(module.measure, args, instance, log_path)
+    command = f"make bench BENCH_ARGS='--only {name}" + (" --quick'" if args.quick else "'")
+    markdown = section_figures(name, s, machine(), args.quick, command)
     print("\n" + markdown)
     if not args.no_readme and not report.splice_readme(
-        ROOT / "README.md", markdown, snapshots.README_START, snapshots.README_END
+        ROOT / "README.md", markdown, module.README_START, module.README_END
     ):
-        print("README.md has no snapshots markers: left alone", file=sys.stderr)
+        print(f"README.md has no {name} markers: left alone", file=sys.stderr)
     return 0
 
 
@@ -221,7 +227,7 @@ def main() -> int:
     parser.add_argument("--no-readme", action="store_true", help="leave README.md alone")
     parser.add_argument(
         "--only",
-        choices=["tenants", "snapshots", "runtimes"],
+        choices=["tenants", "snapshots", "runtimes", "shares"],
         help="just this section (its part of the README; runtimes: no README)",
     )
     args = parser.parse_args()
@@ -233,8 +239,8 @@ def main() -> int:
     Path(log_path).write_text("")
     if args.only == "tenants":
         return only_tenants(args, instance, log_path)
-    if args.only == "snapshots":
-        return only_snapshots(args, instance, log_path)
+    if args.only in SECTIONS:
+        return only_section(args.only, args, instance, log_path)
     if args.only == "runtimes":
         return only_runtimes(args, instance, log_path)
     base = Baselines(instance, quick)
@@ -318,6 +324,8 @@ def main() -> int:
         ident = tenants.measure(instance, log_path, quick, daemons)
         step("snapshots, forks and restores vs download + create + upload")
         snaps = snapshots.measure(instance, log_path, quick, daemons)
+        step("shares: another tenant beside each attempt to exhaust one")
+        beside = shares.measure(instance, log_path, quick, daemons)
         step("toolrt: runc and runsc side by side")
         by_runtime = runtimes.measure(instance, log_path, quick, daemons)
         step("toolrt: metrics and tracing off and on, interleaved")
@@ -401,8 +409,10 @@ def main() -> int:
         md += ["", "![latency and throughput by concurrent sessions](bench/results/curve.png)"]
     command = "make bench" + (" BENCH_ARGS=--quick" if quick else "")
     md += ["", report.TENANTS_START, *identity(ident, host, quick, command), report.TENANTS_END]
-    snap_md = snapshot_figures(snaps, host, quick, command)
+    snap_md = section_figures("snapshots", snaps, host, quick, command)
     md += ["", snapshots.README_START, snap_md, snapshots.README_END]
+    share_md = section_figures("shares", beside, host, quick, command)
+    md += ["", shares.README_START, share_md, shares.README_END]
     markdown = "\n".join(md)
     print("\n" + markdown)
     # latest.md sits beside the plot; the README links it from the root.
@@ -420,6 +430,7 @@ def main() -> int:
                 "targets": [c.__dict__ for c in found],
                 "identity": {k: v.as_dict() for k, v in ident.items()},
                 "runtimes": {k: v.as_dict() for k, v in by_runtime.items()},
+                "shares": {k: v.as_dict() for k, v in beside.items()},
             },
             indent=1,
         )

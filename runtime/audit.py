@@ -9,8 +9,12 @@ silently. The file is reopened when it is moved away (log rotation).
 
 Refused authentications are counted per peer and minute and written as one
 `auth.denied` record with a count, so a flood of bad tokens costs a line a
-minute per peer. Records carry `args_sha256` and sizes, never arguments,
-outputs or tokens.
+minute per peer; a session's proxied connections are written as they end up
+to `shares.audit_network_records` a minute, the first of each host, port and
+decision, and the rest counted into one `network` record (`network_audit.py`).
+What waits in memory for a broken log is bounded in bytes
+(`shares.audit_pending_bytes`). Records carry `args_sha256` and sizes, never
+arguments, outputs or tokens.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import json
 import logging
 import os
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -28,13 +33,19 @@ from runtime.auth.principals import Principal
 from runtime.egress.proxy import EgressEvent
 from runtime.errors import AuditUnavailable, RequestError
 from runtime.models import ToolCall, ToolResult
+from runtime.network_audit import REPEATED, NetworkCounter
 
 log = logging.getLogger(__name__)
 
 # How often a broken log is tried again (each refused RPC would try otherwise).
 RETRY_INTERVAL_S = 1.0
-# Records kept while the log cannot be written; beyond, the oldest are lost (and logged).
-MAX_PENDING = 100_000
+# Bytes of records kept while the log cannot be written (shares.audit_pending_bytes);
+# beyond, the oldest are lost (and logged).
+PENDING_BYTES = 16 << 20
+# Network records of one session per minute (shares.audit_network_records).
+NETWORK_RECORDS = 60
+# `toolrt_share_refusals_total{share}`: network events beyond a session's records.
+SHARE_AUDIT_NETWORK = "audit_network_records"
 # Distinct peers counted per window; the rest are counted under "other".
 MAX_PEERS = 10_000
 DAEMON = Principal(tenant="", name="", kind="daemon")
@@ -109,14 +120,24 @@ class AuditLog:
     """Appends records to `path` ("" = no audit log: records go nowhere, refusals are logged)."""
 
     def __init__(
-        self, path: str, window_s: float = 60.0, clock: Callable[[], float] = time.time
+        self,
+        path: str,
+        window_s: float = 60.0,
+        clock: Callable[[], float] = time.time,
+        network_records: int = NETWORK_RECORDS,
+        pending_bytes: int = PENDING_BYTES,
+        refused: Callable[[str], None] = lambda share: None,
     ) -> None:
         self.path = path
         self.denials = DenialCounter(window_s)
+        self.connections = NetworkCounter(network_records, window_s)
         self._clock = clock
+        self._refused = refused
         self._fd: int | None = None
         self._inode: tuple[int, int] | None = None
-        self._pending: list[bytes] = []
+        self._pending: deque[bytes] = deque()
+        self._pending_bytes = 0
+        self._max_pending_bytes = pending_bytes
         self._broken = ""
         self._retry_at = 0.0
 
@@ -152,15 +173,21 @@ class AuditLog:
             if written != len(line):
                 msg = f"short write ({written} of {len(line)} bytes)"
                 raise OSError(msg)
-            self._pending.pop(0)
+            self._pending_bytes -= len(self._pending.popleft())
 
     def _append(self, lines: list[bytes]) -> None:
         self._pending += lines
-        if len(self._pending) > MAX_PENDING:
-            lost = len(self._pending) - MAX_PENDING
-            del self._pending[:lost]
+        self._pending_bytes += sum(map(len, lines))
+        lost = 0
+        while self._pending_bytes > self._max_pending_bytes:
+            self._pending_bytes -= len(self._pending.popleft())
+            lost += 1
+        if lost:
             log.error(
-                "audit log %s: %d record(s) lost while it could not be written", self.path, lost
+                "audit log %s: %d record(s) lost while it could not be written "
+                "(shares.audit_pending_bytes)",
+                self.path,
+                lost,
             )
         try:
             self._flush_pending()
@@ -206,9 +233,9 @@ class AuditLog:
         self._append([])
 
     def close(self) -> None:
-        """Write the refusals counted so far, then close the file."""
+        """Write what was counted so far, then close the file."""
         with contextlib.suppress(AuditUnavailable):
-            self.flush_denials(everything=True)
+            self.flush_counts(everything=True)
         if self._pending:
             log.error("audit log %s: %d record(s) never written", self.path, len(self._pending))
         self._close_fd()
@@ -233,6 +260,27 @@ class AuditLog:
             for start, peer, reasons in self.denials.take(now, everything)
         )
 
+    def flush_counts(self, everything: bool = False) -> None:
+        """Write the counts of the windows that ended: refusals, network repeats."""
+        self.flush_denials(everything)
+        now = self._clock()
+        self.write(
+            record(
+                "network",
+                DAEMON,
+                minute.start,
+                tenant=minute.tenant,
+                session_id=minute.session_id,
+                decision=REPEATED,
+                count=minute.count,
+                repeats=minute.repeats,
+                bytes_in=minute.bytes_in,
+                bytes_out=minute.bytes_out,
+                window_s=self.connections.window_s,
+            )
+            for minute in self.connections.take(now, everything)
+        )
+
     def session(self, event: str, who: Principal, session_id: str, **fields: Any) -> None:
         """`session.create` or `session.close`."""
         tenant = fields.pop("tenant", who.tenant)
@@ -253,22 +301,28 @@ class AuditLog:
                 session_id=session_id,
                 code=result.error.code if result.error else "",
                 duration_ms=result.duration_ms,
-                output_bytes=len(result.output_json.encode("utf-8", "replace")),
+                output_bytes=result.output_bytes,
                 exit_code=result.output.get("exit_code"),
                 **call_fields(call),
             )
             for call, result in zip(calls, results, strict=True)
         )
 
-    def network(self, tenant: str, event: EgressEvent) -> None:
-        """One `network` record per proxied connection, as it ended."""
+    def network(self, event: EgressEvent) -> None:
+        """A `network` record for a proxied connection as it ended, or a count
+        of it for the record of its session's minute (`network_audit.py`)."""
+        write_now, over = self.connections.add(event, self._clock())
+        if over:
+            self._refused(SHARE_AUDIT_NETWORK)
+        if not write_now:
+            return
         self.write(
             [
                 record(
                     "network",
                     DAEMON,
                     self._clock(),
-                    tenant=tenant,
+                    tenant=event.tenant,
                     session_id=event.session_id,
                     host=event.host,
                     port=event.port,

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from runtime.constants import DEFAULT_TARGET, DEFAULT_TENANT, WRITABLE_AREAS
 from runtime.egress.addresses import HostError, ip_literal, normalize_host
-from runtime.egress.policy import PatternError, parse_patterns
+from runtime.egress.policy import PatternError, over_loopback_pins, parse_patterns
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -226,7 +226,10 @@ class NetworkConfig(BaseModel):
     hosts: dict[str, str] = Field(default_factory=dict)
     """Names the proxy resolves to a fixed address, the private-range check
     skipped (`"mirror.internal" = "10.0.0.5"`): for mirrors inside the
-    operator's network. A session must still be allowed the name."""
+    operator's network. A session must still be allowed the name. The proxy
+    never dials toolrt's own ports (gRPC, metrics) on this host, and a
+    pattern of every port (`allow_max`, a tenant's `network_allow_max`)
+    naming a name pinned to a loopback address stops the start."""
     max_bytes: int = Field(1 * GiB, ge=1)
     """Bytes one session may move through the proxy, both directions and
     all connections together; a session may ask for less."""
@@ -272,6 +275,64 @@ class NetworkConfig(BaseModel):
         return pins
 
 
+class SharesConfig(BaseModel):
+    """What one tenant (or one session) may hold of what every tenant shares.
+
+    Protection, not quotas: they apply whether or not `[tenants]` tables
+    exist. Filling a share refuses that tenant (RESOURCE_EXHAUSTED naming the
+    key) while the others keep being served; each refusal is counted in
+    `toolrt_share_refusals_total{share}`.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    transfers: int = Field(16, ge=1)
+    """Uploads and downloads moving data at once, daemon-wide (each holds a
+    window of chunks in the daemon); more wait for a slot."""
+    transfers_per_tenant: int = Field(4, ge=1)
+    """Of those, what one tenant may hold or wait for at once; one more is
+    RESOURCE_EXHAUSTED."""
+    transfer_idle_s: float = Field(30.0, gt=0)
+    """An upload whose client sends nothing, or a download whose client
+    takes nothing, for this long loses its slot and ends RESOURCE_EXHAUSTED."""
+    audit_network_records: int = Field(60, ge=1)
+    """`network` audit records one session writes per minute. Repeats of a
+    host, port and decision are counted into one record at the minute's end;
+    beyond this many records, the rest of the minute is one summary line."""
+    audit_pending_bytes: int = Field(16 * MiB, ge=64 * 1024)
+    """Memory of audit records waiting while the log cannot be written;
+    beyond it the oldest are dropped (and the drop is logged)."""
+    proxy_connections: int = Field(1024, ge=1)
+    """Egress proxy connections open at once, daemon-wide (each holds two
+    file descriptors); never more than the descriptors left above `fd_reserve`."""
+    proxy_connections_per_tenant: int = Field(256, ge=1)
+    """Of those, what the sessions of one tenant may hold together."""
+    fd_reserve: int = Field(256, ge=16)
+    """File descriptors (of RLIMIT_NOFILE) kept for the daemon's own work
+    (sessions, the state database, the audit log, RPCs): proxy connections
+    are refused rather than eat into them."""
+    state_reserve_bytes: int = Field(256 << 20, ge=0)
+    """Free bytes of the state_dir's disk kept for the daemon's own records
+    (sessions, the call journal): a snapshot that would leave less is refused
+    (RESOURCE_EXHAUSTED), so a full blob store never stops calls or sessions."""
+    snapshot_space: float = Field(0.5, gt=0, le=1)
+    """The fraction of the snapshot space (what the store holds plus the
+    disk's free bytes above `state_reserve_bytes`) one tenant's snapshots may
+    hold, with or without `[tenants]` tables; `snapshot_max_bytes` may set less."""
+    large_arguments_waiting: int = Field(8, ge=0)
+    """Calls with large arguments (over 64 KiB) one tenant may have waiting
+    while another of its large ones is parsed: a tenant's large arguments
+    are parsed one at a time, and past this many waiting its next call is
+    refused (RESOURCE_EXHAUSTED). Applies with or without `[tenants]`."""
+    workspace_diffs_per_session: int = Field(1, ge=1)
+    """`workspace_diff` calls of one session running at once (the others of
+    a batch wait their turn): each may hold up to 16 MiB of changed files in
+    the daemon while it compares."""
+    workspace_diffs_per_tenant: int = Field(2, ge=1)
+    """`workspace_diff` calls of one tenant running at once, over all its
+    sessions; the others wait their turn. Applies with or without `[tenants]`."""
+
+
 class Config(BaseModel):
     """Everything the daemon can be told; defaults are production-sane."""
 
@@ -313,14 +374,6 @@ class Config(BaseModel):
     Warm-pool containers are removed either way."""
     snapshot_ttl_seconds: int = Field(7 * 24 * 3600, ge=60)
     """How long a snapshot is kept (`Snapshot.expires_at`)."""
-    state_reserve_bytes: int = Field(256 << 20, ge=0)
-    """Free bytes of the state_dir's disk kept for the daemon's own records
-    (sessions, the call journal): a snapshot that would leave less is refused
-    (RESOURCE_EXHAUSTED), so a full blob store never stops calls or sessions."""
-    snapshot_share: float = Field(0.5, gt=0, le=1)
-    """The fraction of the snapshot space (what the store holds plus the
-    disk's free bytes above state_reserve_bytes) one tenant's snapshots may
-    hold, with or without `[tenants]` tables; `snapshot_max_bytes` may set less."""
     image: str = "toolrt-sandbox:default"
     """Image of a session that does not name one. toolrt never pulls."""
     runtime: str = ""
@@ -388,6 +441,10 @@ class Config(BaseModel):
     journal_max_ids: int = Field(20_000, ge=0)
     """Call ids (without their results) a session remembers after their
     results were dropped, so that a repeat is refused instead of run again."""
+    max_argument_bytes: int = Field(4 * MiB, ge=1)
+    """Largest `arguments_json` of a tool call, in bytes of UTF-8 (beyond:
+    INVALID_ARGUMENTS). Parsing holds the daemon's interpreter lock: 4 MiB
+    takes tens of milliseconds during which no other RPC is served."""
     fair_start_slots: int = Field(0, ge=0)
     """While two or more tenants are calling, each may start one call at once
     freely and the calls beyond share this many slots, taken in turn by
@@ -423,6 +480,9 @@ class Config(BaseModel):
     """Python logging level of the daemon."""
     network: NetworkConfig = Field(default_factory=lambda: NetworkConfig())
     """Network egress through the daemon's proxy (none unless `allow_max` is set)."""
+    shares: SharesConfig = Field(default_factory=lambda: SharesConfig())
+    """What one tenant may hold of what all share (transfer slots, audit
+    records, proxy connections, file descriptors), with or without `[tenants]`."""
     log_format: Literal["text", "json"] = "text"
     """`text` for terminals, `json` for machines: one object per line with
     `ts`, `level`, `logger`, `message`, and `session_id`/`call_id` where
@@ -486,6 +546,27 @@ class Config(BaseModel):
                     f"`runtime` nor one of `runtimes` ({self.allowed_runtimes()})"
                 )
                 raise ValueError(msg)
+        return self
+
+    @model_validator(mode="after")
+    def _no_wildcard_port_over_loopback(self) -> Config:
+        # A pattern of every port on a name pinned to loopback would let
+        # sessions reach toolrt itself; the proxy refuses its own ports
+        # anyway, but such a config is a mistake to say at start.
+        ceilings = [("network.allow_max", self.network.allow_max)]
+        ceilings += [
+            (f"tenants.{name}.network_allow_max", quota.network_allow_max)
+            for name, quota in self.tenants.items()
+            if quota.network_allow_max is not None
+        ]
+        for where, texts in ceilings:
+            try:
+                patterns = parse_patterns(texts, where)
+            except PatternError as exc:
+                raise ValueError(str(exc)) from exc
+            problem = over_loopback_pins(patterns, self.network.hosts, where)
+            if problem:
+                raise ValueError(problem)
         return self
 
     @model_validator(mode="after")

@@ -7,12 +7,14 @@ session manager itself.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from dataclasses import dataclass
 
 from runtime.admin import Admin
 from runtime.audit import DAEMON, AuditLog
 from runtime.config import Config
+from runtime.descriptors import quiet_exhaustion
 from runtime.egress.proxy import EgressEvent
 from runtime.egress.service import Egress
 from runtime.errors import AuditUnavailable
@@ -24,6 +26,7 @@ from runtime.sessions.manager import SessionManager
 from runtime.sessions.programs import Programs
 from runtime.sessions.reaper import Reaper
 from runtime.sessions.session import Session
+from runtime.sessions.slots import TransferSlots
 from runtime.sessions.transfers import Transfers
 from runtime.snapshots.service import Snapshots
 from runtime.snapshots.store import SnapshotStore
@@ -66,6 +69,8 @@ class Core:
         in-process MCP front: one session for the life of its connection).
         """
         self.obs.start()
+        quiet_exhaustion(asyncio.get_running_loop())
+        self.egress.listening_on(self.obs.metrics.port)
         # First: the sessions of a fork a crash cut short are not re-adopted.
         await self.snapshots.start()
         await self.manager.start()
@@ -102,23 +107,27 @@ def build_core(
 
         backend = DockerBackend(config)
     registry = registry or default_registry()
-    audit = AuditLog(config.audit_log)
     obs = Observability(config, registry.names())
+    audit = AuditLog(
+        config.audit_log,
+        network_records=config.shares.audit_network_records,
+        pending_bytes=config.shares.audit_pending_bytes,
+        refused=obs.metrics.share_refused,
+    )
 
     def ended(session: Session, reason: str) -> None:
         # Kept by the audit log until it can be written; nothing to answer here.
         with contextlib.suppress(AuditUnavailable):
             audit.session("session.close", DAEMON, session.id, tenant=session.tenant, reason=reason)
 
-    egress = Egress(config)
+    egress = Egress(config, refused=obs.metrics.share_refused)
 
     def network_event(event: EgressEvent) -> None:
         obs.metrics.egress_connection(event.decision)
-        owners = {s.id: s.tenant for s in manager.live_sessions()}
         # A connection outlives no answer: a record the log cannot take is
         # dropped here, and the log refuses the next call until it can write.
         with contextlib.suppress(AuditUnavailable):
-            audit.network(owners.get(event.session_id, ""), event)
+            audit.network(event)
 
     egress.on_event = network_event
     manager = SessionManager(config, backend, ended, secrets, egress, obs.metrics, durable)
@@ -129,12 +138,12 @@ def build_core(
     store = SnapshotStore(
         config.state_dir or default_state_dir(config.instance),
         config.snapshot_ttl_seconds,
-        reserve_bytes=config.state_reserve_bytes,
-        share=config.snapshot_share,
+        reserve_bytes=config.shares.state_reserve_bytes,
+        share=config.shares.snapshot_space,
     )
     snapshots = Snapshots(config, manager, store, obs.metrics, durable)
     calls = Calls(config, manager, registry, obs, snapshots)
-    transfers = Transfers(manager)
+    transfers = Transfers(manager, TransferSlots(config.shares, obs.metrics.share_refused))
     admin = Admin(config, backend, manager, obs)
     return Core(
         config,

@@ -22,6 +22,7 @@
         ├── SessionUnusable      FAILED_PRECONDITION
         ├── AdmissionRefused     RESOURCE_EXHAUSTED
         │   ├── RateLimited      RESOURCE_EXHAUSTED (the wait in the message)
+        │   ├── ShareExhausted   RESOURCE_EXHAUSTED (a tenant's share of a shared resource)
         │   └── SnapshotRefused  RESOURCE_EXHAUSTED (the quota's config key in `quota`)
         ├── ProgramError         the status of its reason (a program's exec or file RPC)
         ├── EngineUnavailable    UNAVAILABLE
@@ -186,6 +187,15 @@ class RateLimited(AdmissionRefused):
         self.retry_after_s = retry_after_s
 
 
+class ShareExhausted(AdmissionRefused):
+    """A tenant (or session) holds its share of what every tenant shares
+    (`[shares]`); `share` names it in `toolrt_share_refusals_total{share}`."""
+
+    def __init__(self, message: str, share: str) -> None:
+        super().__init__(message)
+        self.share = share
+
+
 class SnapshotRefused(AdmissionRefused):
     """A snapshot does not fit its tenant's share or the state disk; `quota`
     is the config key that refused it (the metric's label)."""
@@ -256,6 +266,7 @@ REQUEST_ERRORS: tuple[type[RequestError], ...] = (
     SessionUnusable,
     AdmissionRefused,
     RateLimited,
+    ShareExhausted,
     SnapshotRefused,
     ProgramError,
     EngineUnavailable,

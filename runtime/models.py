@@ -53,10 +53,21 @@ class ToolResult:
         return self.error is None
 
     @cached_property
+    def _encoded(self) -> tuple[str, int]:
+        # Encoded once: the reply, the journal (its durable row holds this
+        # text) and the audit log (its size) all want it, and a read_file's
+        # content is tens of kilobytes.
+        data = encode_json(self.output)
+        return data.decode("utf-8", "surrogatepass"), len(data)
+
+    @property
     def output_json(self) -> str:
-        # Encoded once: the journal, the audit log and the reply all want it
-        # (a read_file's content is tens of kilobytes).
-        return encode_json(self.output).decode("utf-8", "surrogatepass")
+        return self._encoded[0]
+
+    @property
+    def output_bytes(self) -> int:
+        """The size of `output_json` in bytes of UTF-8."""
+        return self._encoded[1]
 
     @classmethod
     def failed(cls, call_id: str, failure: ToolFailure, duration_ms: int = 0) -> ToolResult:

@@ -148,6 +148,12 @@ def start_daemon(
 
         loop.create_task(boot())
         loop.run_forever()
+        # As asyncio.run does: a daemon dropped without stopping (a crash
+        # simulated) leaves no task of its own to be destroyed pending.
+        leftover = asyncio.all_tasks(loop)
+        for task in leftover:
+            task.cancel()
+        loop.run_until_complete(asyncio.gather(*leftover, return_exceptions=True))
         loop.run_until_complete(loop.shutdown_asyncgens())
         loop.close()
 

@@ -129,33 +129,41 @@ def is_open(client: Client, session_id: str) -> bool:
 # -- the daemon as a separate process ---------------------------------------------
 
 
+def serve_command(
+    instance: str, target: str, state_dir: Any, shutdown: str = "close"
+) -> tuple[list[str], dict[str, str]]:
+    """The argv and environment of `toolrt serve` on `target` (no warm pool)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLRT_")}
+    env["TOOLRT_POOL_SIZE"] = "0"  # warm by default; these tests count containers
+    env["TOOLRT_STATE_DIR"] = str(state_dir)
+    env["TOOLRT_SHUTDOWN"] = shutdown
+    argv = [sys.executable, "-m", "runtime", "serve", "--listen", target, "--instance", instance]
+    return argv, env
+
+
 class DaemonProcess:
     """`toolrt serve` in a child process, its log in a file."""
 
     def __init__(
-        self, instance: str, port: int, log_path, state_dir=None, shutdown: str = "close"
+        self,
+        instance: str,
+        port: int,
+        log_path,
+        state_dir=None,
+        shutdown: str = "close",
+        config=None,
+        nofile: int | None = None,
     ) -> None:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLRT_")}
-        env["TOOLRT_POOL_SIZE"] = "0"  # warm by default; these tests count containers
-        env["TOOLRT_STATE_DIR"] = str(state_dir or log_path.parent / "state")
-        env["TOOLRT_SHUTDOWN"] = shutdown
+        """`config`: a TOML file; `nofile`: the daemon's RLIMIT_NOFILE (soft and hard)."""
         self.target = f"127.0.0.1:{port}"
         self.log_path = log_path
+        state_dir = state_dir or log_path.parent / "state"
+        argv, env = serve_command(instance, self.target, state_dir, shutdown)
         with open(log_path, "ab") as log:
+            limit = ["prlimit", f"--nofile={nofile}:{nofile}", "--"] if nofile else []
+            extra = ["--config", str(config)] if config else []
             self.proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "runtime",
-                    "serve",
-                    "--listen",
-                    self.target,
-                    "--instance",
-                    instance,
-                ],
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
+                [*limit, *argv, *extra], env=env, stdout=log, stderr=subprocess.STDOUT
             )
         channel = grpc.insecure_channel(self.target)
         try:

@@ -248,3 +248,13 @@ def op_process_kill(agent: Agent, rid: int, request: protocol.ProcessKill, body:
         return
     proc.kill_waiters.append(rid)
     agent.kill(proc.call, "killed")
+
+
+@operation(protocol.StopLeftovers)
+def op_stop_leftovers(agent: Agent, rid: int, request: protocol.StopLeftovers, body: bytes) -> None:
+    spare_group = agent.drop_spare()
+    keep = {c.group for c in agent.calls.values()}
+    keep |= {p.call.group for p in agent.background.procs.values() if p.alive}
+    if spare_group is not None:
+        keep.add(spare_group)  # killed already: toolrt's own, not counted
+    agent.send(protocol.LeftoversStopped(processes=agent.stop_leftovers(keep)), rid)

@@ -176,7 +176,11 @@ class CallOps:
         self.healer.started(call.group, request.call_id)
         # Leftovers of earlier calls must not leave this one without room.
         self.relieve(healing.pressure(), {call.group})
-        self.spare_plan = spare.Plan(request.cwd, env)
+        self.spare_plan = (
+            None
+            if request.spare_env is None
+            else spare.Plan(request.cwd, self.redactor.environment(request.spare_env))
+        )
         if ready is not None:
             if self.start_in_spare(call, ready, env, body):
                 return
@@ -315,6 +319,15 @@ class CallOps:
         self.spare_shell = spare.start(plan, self.groups.allocate(), SANDBOX_UID, SANDBOX_GID)
         if self.spare_shell is None:
             self.spare_plan = None  # not again until the next call says where
+
+    def drop_spare(self) -> Optional[int]:
+        """Kill the waiting spare, if any; its group. The next idle moment
+        starts another."""
+        found, self.spare_shell = self.spare_shell, None
+        if found is None:
+            return None
+        spare.discard(found)
+        return found.group
 
     def spare_reaped(self, pid: int) -> None:
         """The spare died unused (another process of the sandbox user killed

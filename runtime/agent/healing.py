@@ -151,6 +151,16 @@ class HealOps:
                 break
         return stopped
 
+    def stop_leftovers(self, keep: Set[int]) -> int:
+        """Stop every process of a call group but `keep`'s, whatever it holds;
+        how many were killed."""
+        killed = 0
+        for group in sorted(tracker.census()):
+            if group not in keep:
+                killed += tracker.stop_and_kill(group)
+                self._reap(group)
+        return killed
+
     def _reap(self, group: int) -> None:
         """Reap the stopped tree, so its pids are free before a retry."""
         until = time.monotonic() + REAP_WAIT_S

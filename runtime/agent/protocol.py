@@ -174,6 +174,10 @@ class Exec(Message):
     command: str = ""
     cwd: str = WORKSPACE
     env: Dict[str, str] = records.field(default_factory=dict)
+    # The session's own environment, without this call's one-call variables:
+    # the shell started ahead for the next call (spare.py) gets this one, so
+    # nothing of one call's `env` reaches another. None: no spare after it.
+    spare_env: Optional[Dict[str, str]] = None
     # The tool call this command answers: its result is kept under this id
     # until the daemon acknowledges it (Ack).
     call_id: str = ""
@@ -309,6 +313,23 @@ class ProcessReply(Message):
     process: ProcessInfo = records.field(default_factory=ProcessInfo)
     dropped_bytes: int = 0
     was_running: bool = True
+
+
+@records.record
+class StopLeftovers(Message):
+    """Stop every process of the sandbox but the agent, the running calls'
+    and the live background processes' (ProcessKill stops those): what
+    commands left behind (`nohup ... &`, setsid'd double forks) and the
+    spare shell. Answered with LeftoversStopped."""
+
+    OP: ClassVar[str] = "stop_leftovers"
+
+
+@records.record
+class LeftoversStopped(Message):
+    OP: ClassVar[str] = "leftovers_stopped"
+    # Processes killed, the spare shell not counted.
+    processes: int = 0
 
 
 @records.record
@@ -638,6 +659,7 @@ REQUESTS: Tuple[Type[Message], ...] = (
     ProcessList,
     ProcessOutput,
     ProcessKill,
+    StopLeftovers,
     Resolve,
     Read,
     Write,
@@ -660,6 +682,7 @@ REPLIES: Tuple[Type[Message], ...] = (
     Cancelled,
     ProcessListReply,
     ProcessReply,
+    LeftoversStopped,
     Resolved,
     ReadReply,
     WriteReply,

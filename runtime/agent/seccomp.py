@@ -15,9 +15,16 @@ more. It refuses, whatever the engine allows:
   (its flags sit behind a pointer a filter cannot read; ENOSYS makes libc
   fall back to clone, as under Docker's profile);
 - on x86-64, the x32 ABI; any architecture but the agent's own (32-bit
-  binaries do not run in the sandbox).
+  binaries do not run in the sandbox);
+- socket and socketpair of any address family but AF_UNIX, AF_INET,
+  AF_INET6 and AF_NETLINK's NETLINK_ROUTE (libc's getaddrinfo, `ip`): no
+  vsock (not namespaced: on a VM host it reaches the hypervisor's side
+  whatever the network says), packet, bluetooth, the crypto API, other
+  netlink protocols (audit, uevents, sock_diag: `ss` reads /proc instead)...
 
-Everything refused answers EPERM (clone3: ENOSYS). The program is built
+Everything refused answers EPERM (clone3: ENOSYS; a refused family
+EAFNOSUPPORT and a refused netlink protocol EPROTONOSUPPORT, what a kernel
+without them answers, so programs fall back as they would there). The program is built
 here once, as bytes: the fork path installs it through prctl, the C helper
 receives it in hex on its command line. The agent runs under it too
 (confine_agent): gVisor (release 2022-12-19) applies the engine's profile
@@ -68,6 +75,8 @@ ARCHES: Dict[str, Tuple[int, Dict[str, int]]] = {
             "unshare": 272,
             "clone": 56,
             "clone3": 435,
+            "socket": 41,
+            "socketpair": 53,
         },
     ),
     "aarch64": (
@@ -87,6 +96,8 @@ ARCHES: Dict[str, Tuple[int, Dict[str, int]]] = {
             "unshare": 97,
             "clone": 220,
             "clone3": 435,
+            "socket": 198,
+            "socketpair": 199,
         },
     ),
 }
@@ -105,8 +116,16 @@ REFUSED = (
 )
 # Refused only when their first argument asks for a user namespace.
 FLAGGED = ("unshare", "clone")
+# Refused unless their first argument is one of FAMILIES (linux/socket.h)
+# and, for AF_NETLINK, their third NETLINK_ROUTE.
+SOCKETS = ("socket", "socketpair")
+AF_UNIX, AF_INET, AF_INET6, AF_NETLINK, NETLINK_ROUTE = 1, 2, 10, 16, 0
+FAMILIES = (AF_UNIX, AF_INET, AF_INET6)
+OFFSET_ARG2 = OFFSET_ARG0 + 16
 
 DENY, ENOSYS, CHECK_FLAGS = "deny", "enosys", "flags"
+CHECK_FAMILY, ALLOW = "family", "allow"
+NO_FAMILY, NO_PROTOCOL = "eafnosupport", "eprotonosupport"
 # A jump is an offset, or a label resolved once the program is laid out.
 Jump = Union[int, str]
 Insn = Tuple[int, int, Jump, Jump]
@@ -134,17 +153,32 @@ def program(machine: Optional[str] = None) -> bytes:
     body += [_insn(BPF_JEQ_K, numbers[name], DENY, 0) for name in REFUSED]
     body.append(_insn(BPF_JEQ_K, numbers["clone3"], ENOSYS, 0))
     body += [_insn(BPF_JEQ_K, numbers[name], CHECK_FLAGS, 0) for name in FLAGGED]
+    body += [_insn(BPF_JEQ_K, numbers[name], CHECK_FAMILY, 0) for name in SOCKETS]
     body.append(_insn(BPF_RET_K, RET_ALLOW))
+    # The checks of arguments, then the answers they jump to (BPF jumps
+    # only forward).
     labels = {CHECK_FLAGS: len(body)}
     body += [
         _insn(BPF_LD_W_ABS, OFFSET_ARG0),
-        _insn(BPF_JSET_K, CLONE_NEWUSER, DENY, 0),
-        _insn(BPF_RET_K, RET_ALLOW),
+        _insn(BPF_JSET_K, CLONE_NEWUSER, DENY, ALLOW),
     ]
-    labels[DENY] = len(body)
-    body.append(_insn(BPF_RET_K, RET_ERRNO | errno.EPERM))
-    labels[ENOSYS] = len(body)
-    body.append(_insn(BPF_RET_K, RET_ERRNO | errno.ENOSYS))
+    labels[CHECK_FAMILY] = len(body)
+    body.append(_insn(BPF_LD_W_ABS, OFFSET_ARG0))
+    body += [_insn(BPF_JEQ_K, family, ALLOW, 0) for family in FAMILIES]
+    body += [
+        _insn(BPF_JEQ_K, AF_NETLINK, 0, NO_FAMILY),
+        _insn(BPF_LD_W_ABS, OFFSET_ARG2),
+        _insn(BPF_JEQ_K, NETLINK_ROUTE, ALLOW, NO_PROTOCOL),
+    ]
+    for label, answer in (
+        (ALLOW, RET_ALLOW),
+        (DENY, RET_ERRNO | errno.EPERM),
+        (ENOSYS, RET_ERRNO | errno.ENOSYS),
+        (NO_FAMILY, RET_ERRNO | errno.EAFNOSUPPORT),
+        (NO_PROTOCOL, RET_ERRNO | errno.EPROTONOSUPPORT),
+    ):
+        labels[label] = len(body)
+        body.append(_insn(BPF_RET_K, answer))
     out = b""
     for at, (code, k, jt, jf) in enumerate(body):
         jumps = [labels[j] - at - 1 if isinstance(j, str) else j for j in (jt, jf)]

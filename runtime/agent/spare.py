@@ -3,10 +3,11 @@
 Starting a command costs the launcher and bash's start-up, on the call's
 path. While the session is idle (no call running) the agent starts the next
 call's shell ahead, exactly as procs.py starts any command: own session, the
-next call's group, the sandbox user, the syscall filter, the cwd and the
-environment of the latest call, its stdout and stderr pipes, stdin from
-/dev/null. That bash runs BOOT: it blocks reading one byte from GO_FD, then
-reads its script from SCRIPT_FD and evals it.
+next call's group, the sandbox user, the syscall filter, the cwd of the
+latest call and the session's own environment (Exec.spare_env: never a
+call's one-call `env`), its stdout and stderr pipes, stdin from /dev/null.
+That bash runs BOOT: it blocks reading one byte from GO_FD, then reads its
+script from SCRIPT_FD and evals it.
 
 A call uses the spare only when nothing it relies on can differ from a shell
 started for it: the same cwd (the same directory, owner and mode as when the

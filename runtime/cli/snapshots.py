@@ -45,7 +45,11 @@ def _restore(args: argparse.Namespace) -> int:
     with connect(args) as client:
         reply = client.restore(args.session_id, args.snapshot_id)
     stopped = ", ".join(reply.stopped_process_ids) or "none"
-    print(f"{reply.session.id} restored to {args.snapshot_id}; stopped processes: {stopped}")
+    others = reply.stopped_other_processes
+    print(
+        f"{reply.session.id} restored to {args.snapshot_id}; stopped processes: {stopped}"
+        + (f" (and {others} other processes commands left running)" if others else "")
+    )
     return 0
 
 

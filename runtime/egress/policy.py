@@ -15,10 +15,10 @@ Pure logic, unit-tested in tests/unit/test_egress_policy.py.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from runtime.egress.addresses import HostError, ip_literal, normalize_host
+from runtime.egress.addresses import HostError, blocked_reason, ip_literal, normalize_host
 
 # No port in a pattern: plain HTTP and HTTPS.
 DEFAULT_PORTS = frozenset({80, 443})
@@ -148,6 +148,25 @@ def outside(patterns: Iterable[HostPattern], ceilings: Iterable[Ceiling]) -> str
                 return (
                     f"network pattern {str(pattern)!r} is outside what {ceiling.name} allows "
                     f"({shown})"
+                )
+    return ""
+
+
+def over_loopback_pins(patterns: Iterable[HostPattern], pins: Mapping[str, str], where: str) -> str:
+    """Why a pattern reaches every port of a name pinned to a loopback (or
+    unspecified) address ("" when none does): those ports are this host's,
+    toolrt's own gRPC and metrics among them."""
+    for index, pattern in enumerate(patterns):
+        if pattern.ports is not None:
+            continue
+        for name, address in sorted(pins.items()):
+            ip = ip_literal(address)
+            local = ip is not None and blocked_reason(ip).startswith(("loopback", "unspecified"))
+            if local and pattern.matches_host(name):
+                return (
+                    f"{where}[{index}] '{pattern}' reaches every port of {name}, which "
+                    f"network.hosts pins to {address}, a loopback address where toolrt "
+                    f"itself listens; name the ports instead ({name}:PORT)"
                 )
     return ""
 

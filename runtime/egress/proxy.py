@@ -3,18 +3,21 @@
 It listens on the unix socket in the session's relay directory; every
 connection the sandbox's relay opens is one client. A client sends one
 request: `CONNECT host:port` (the tunnel then carries TLS untouched, after
-a look at the ClientHello's server name) or a plain HTTP request with an
-absolute URL (forwarded in origin form with `Connection: close`, so that
-each request on a connection is checked). The proxy resolves names itself
-and dials only the address it vetted (no rebinding between check and
-connect); IP literals and names resolving to non-global addresses are
+a look at the ClientHello's server name; anything but TLS is refused) or a
+plain HTTP request with an absolute URL (forwarded in origin form with
+`Connection: close`, so that each request on a connection is checked).
+The proxy resolves names itself and dials only the address it vetted (no
+rebinding between check and connect); IP literals and names resolving to non-global addresses are
 refused unless the operator pinned the name.
 
 Caps are per session: bytes moved (both directions, all connections) and
 connections open at once; each connection closes after `idle_timeout_s`
-without a byte either way. Refusals are HTTP answers whose text says why;
-the hosts refused and the caps reached are kept for the calls' results
-(`mark`/`report_since`), and every connection ends in one EgressEvent.
+without a byte either way. Connections open at once are also bounded per
+tenant and daemon-wide (`shares.py`); a connection refused by a count is
+answered and closed at once, so a flood of them holds no descriptors.
+Refusals are HTTP answers whose text says why; the hosts refused and the
+caps reached are kept for the calls' results (`mark`/`report_since`), and
+every connection ends in one EgressEvent.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from runtime.egress.http import (
     MALFORMED,
     MAX_HEAD,
     NEED_MORE,
+    NOT_TLS,
     ProxyRequest,
     ProxyRequestError,
     answer,
@@ -52,13 +56,17 @@ from runtime.egress.http import (
     upstream_head,
 )
 from runtime.egress.policy import NetworkPolicy
+from runtime.egress.shares import ConnectionShares
 
 log = logging.getLogger(__name__)
 
 CHUNK = 256 * 1024
-# Connections the kernel queues before the proxy accepts them: a burst from
-# the sandbox is answered (429 beyond the cap), not refused by the kernel.
-BACKLOG = 1024
+# Connections the kernel queues before the proxy accepts them; asyncio also
+# accepts up to this many at once before any is judged, so it bounds the
+# descriptors of a burst (they come out of shares.fd_reserve). The relay
+# waits while the queue is full (relay_server._dial): a burst is answered
+# (429 beyond the cap), not refused.
+BACKLOG = 16
 # After answering a refusal, input is read and dropped this long (and at
 # most this many reads) before closing.
 LINGER_S = 1.0
@@ -73,6 +81,15 @@ DENIED = "denied"
 LIMITED = "limited"
 UNREACHABLE = "unreachable"
 MALFORMED_REQUEST = "malformed"
+
+
+# A tunnel carries TLS only: plain HTTP in it could name any site in the Host
+# header of any of its requests, and a server shared by several sites (a CDN)
+# would route to that one. Plain HTTP goes as absolute URLs, each checked.
+PLAINTEXT_IN_TUNNEL = (
+    "toolrt: a CONNECT tunnel carries TLS only; send plain http:// requests "
+    "through the proxy as absolute URLs (HTTP_PROXY), whose Host header it checks"
+)
 
 
 def denial_text(host: str) -> str:
@@ -92,6 +109,7 @@ class EgressEvent:
     bytes_in: int = 0
     bytes_out: int = 0
     reason: str = ""
+    tenant: str = ""
 
 
 EventSink = Callable[[EgressEvent], None]
@@ -106,6 +124,23 @@ class ProxySettings:
     pins: Mapping[str, str] = field(default_factory=dict)
     # Refuse a tunnel whose TLS server name is not the CONNECT host.
     sni_check: bool = True
+    # The TCP ports the daemon itself listens on (gRPC, metrics), filled in
+    # as it binds them: never dialled on an address of this host.
+    own_ports: set[int] = field(default_factory=set)
+
+
+def is_local(address: str) -> bool:
+    """Is `address` one of this host's (the kernel lets a socket bind it)?"""
+    ip = ipaddress.ip_address(address)
+    if ip.is_loopback or ip.is_unspecified:
+        return True
+    family = socket.AF_INET6 if ip.version == 6 else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((address, 0))
+        except OSError:
+            return False
+    return True
 
 
 async def system_resolve(host: str, port: int) -> list[str]:
@@ -154,12 +189,16 @@ class SessionProxy:
         settings: ProxySettings,
         on_event: EventSink | None = None,
         resolve: Resolver = system_resolve,
+        tenant: str = "",
+        shares: ConnectionShares | None = None,
     ) -> None:
         self.session_id = session_id
         self.policy = policy
         self.settings = settings
         self._on_event = on_event
         self._resolve = resolve
+        self.tenant = tenant
+        self._shares = shares
         self._server: asyncio.AbstractServer | None = None
         self._path = ""
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -224,20 +263,16 @@ class SessionProxy:
         conn = _Conn(last=asyncio.get_running_loop().time())
         decision, reason = MALFORMED_REQUEST, ""
         try:
-            if self.open_connections >= self.policy.max_connections:
+            status, reason = self._count_in()
+            if status:
                 decision = LIMITED
-                reason = (
-                    f"this session already holds its {self.policy.max_connections} proxy "
-                    "connections (network.max_connections); more were refused until some close"
-                )
                 self._note(reason)
-                await self._reply(reader, writer, 429, f"toolrt: {reason}")
+                self._answer_now(writer, status, f"toolrt: {reason}")
                 return
-            self.open_connections += 1
             try:
                 decision, reason = await self._serve(reader, writer, conn)
             finally:
-                self.open_connections -= 1
+                self._count_out()
         except asyncio.CancelledError:
             # The session closed. Not re-raised: this task is the server's
             # callback, whose result asyncio reads (and logs if cancelled).
@@ -247,6 +282,39 @@ class SessionProxy:
             if task is not None:
                 self._tasks.discard(task)
             self._emit(conn, decision, reason)
+
+    def _count_in(self) -> tuple[int, str]:
+        """Count a new connection in: (0, "") or the status and reason it is refused with."""
+        if self.open_connections >= self.policy.max_connections:
+            return 429, (
+                f"this session already holds its {self.policy.max_connections} proxy "
+                "connections (network.max_connections); more were refused until some close"
+            )
+        if self._shares is not None:
+            status, reason = self._shares.admit(self.tenant)
+            if status:
+                return status, reason
+        self.open_connections += 1
+        return 0, ""
+
+    def _count_out(self) -> None:
+        self.open_connections -= 1
+        if self._shares is not None:
+            self._shares.release(self.tenant)
+
+    @staticmethod
+    def _answer_now(writer: asyncio.StreamWriter, status: int, text: str) -> None:
+        """Answer and let the caller close at once (a flood must not hold
+        descriptors), dropping the input that already arrived first: closing
+        with unread input resets the connection, and the answer with it."""
+        writer.write(answer(status, text))
+        sock = writer.get_extra_info("socket")
+        if sock is None:
+            return
+        with contextlib.suppress(OSError):  # BlockingIOError: nothing more yet
+            for _ in range(LINGER_READS):
+                if not os.read(sock.fileno(), CHUNK):
+                    break
 
     async def _reply(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, status: int, text: str
@@ -320,7 +388,7 @@ class SessionProxy:
             raise Refused(403, f"toolrt: {self._byte_cap_text()}", LIMITED)
         pinned = self.settings.pins.get(host)
         if pinned:
-            return host, [pinned]
+            return host, self._not_own(host, request.port, [pinned])
         try:
             async with asyncio.timeout(self.settings.connect_timeout_s):
                 addresses = await self._resolve(host, request.port)
@@ -338,7 +406,20 @@ class SessionProxy:
                     "[network.hosts])"
                 )
                 raise Refused(403, text, DENIED, host)
-        return host, addresses
+        return host, self._not_own(host, request.port, addresses)
+
+    def _not_own(self, host: str, port: int, addresses: list[str]) -> list[str]:
+        """`addresses`, unless one is this host's on a port toolrt listens on:
+        a pin or a name resolving to this host must not lead to toolrt itself."""
+        if port in self.settings.own_ports:
+            for address in addresses:
+                if is_local(address):
+                    text = (
+                        f"toolrt: {host}:{port} leads to {address}:{port}, toolrt's own port "
+                        "on this host, which sessions may not reach"
+                    )
+                    raise Refused(403, text, DENIED, f"{host}:{port}")
+        return addresses
 
     def _byte_cap_text(self) -> str:
         return (
@@ -483,7 +564,15 @@ class SessionProxy:
         writer.write(ESTABLISHED)
         await writer.drain()
         if self.settings.sni_check:
-            first = await self._client_hello(reader, conn, host)
+            try:
+                first = await self._client_hello(reader, conn, host)
+            except Cut as cut:
+                if cut.reason == PLAINTEXT_IN_TUNNEL:
+                    # Into the tunnel: a plain HTTP client reads it as the answer.
+                    writer.write(answer(403, cut.reason))
+                    with contextlib.suppress(OSError):
+                        await writer.drain()
+                raise
             if first:
                 await self._send(upstream_w, first, conn, inbound=False)
         # TLS passes untouched: the two connections are joined back to back.
@@ -510,6 +599,9 @@ class SessionProxy:
         if state == MALFORMED:
             self._deny(host)
             raise Cut(DENIED, "a TLS ClientHello the proxy cannot read")
+        if state == NOT_TLS:
+            self._deny(host)
+            raise Cut(DENIED, PLAINTEXT_IN_TUNNEL)
         if state == HELLO and name is not None and name != host:
             self._deny(name)
             raise Cut(DENIED, f"the TLS server name {name} is not the CONNECT host {host}")
@@ -533,7 +625,14 @@ class SessionProxy:
     # -- reporting ----------------------------------------------------------
     def _emit(self, conn: _Conn, decision: str, reason: str) -> None:
         event = EgressEvent(
-            self.session_id, conn.host, conn.port, decision, conn.bytes_in, conn.bytes_out, reason
+            self.session_id,
+            conn.host,
+            conn.port,
+            decision,
+            conn.bytes_in,
+            conn.bytes_out,
+            reason,
+            self.tenant,
         )
         log.debug(
             "egress session=%s host=%s port=%d decision=%s in=%d out=%d %s",

@@ -20,12 +20,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from runtime.agent.protocol import RELAY_PORT
 from runtime.config import Config
+from runtime.descriptors import Descriptors
 from runtime.egress.paths import (
     egress_enabled,
     relay_dirs,
@@ -40,6 +41,7 @@ from runtime.egress.policy import (
     PatternError,
     clamp_cap,
     outside,
+    over_loopback_pins,
     parse_patterns,
 )
 from runtime.egress.proxy import (
@@ -50,6 +52,7 @@ from runtime.egress.proxy import (
     SessionProxy,
     system_resolve,
 )
+from runtime.egress.shares import ConnectionShares
 from runtime.errors import BadRequest, PermissionDenied
 
 log = logging.getLogger(__name__)
@@ -103,6 +106,7 @@ class Egress:
         config: Config,
         on_event: EventSink | None = None,
         resolve: Resolver = system_resolve,
+        refused: Callable[[str], None] = lambda share: None,
     ) -> None:
         self._config = config
         self.enabled = egress_enabled(config)
@@ -118,6 +122,15 @@ class Egress:
             pins=dict(config.network.hosts),
         )
         self._proxies: dict[str, SessionProxy] = {}
+        # What every session's proxy shares (per tenant, daemon-wide, descriptors).
+        self.shares = ConnectionShares(
+            config.shares, Descriptors(config.shares.fd_reserve), refused
+        )
+
+    def listening_on(self, port: int) -> None:
+        """A TCP port the daemon listens on: no proxy dials it on this host."""
+        if port:
+            self._settings.own_ports.add(port)
 
     def policy_for(self, tenant: str, request: NetworkRequest | None) -> NetworkPolicy:
         """The effective policy of a new session of `tenant` (no `allow`: none).
@@ -131,6 +144,7 @@ class Egress:
         except PatternError as exc:
             raise BadRequest(str(exc)) from exc
         problem = outside(patterns, ceilings_for(self._config, tenant))
+        problem = problem or over_loopback_pins(patterns, self._settings.pins, "network.allow")
         if problem:
             raise PermissionDenied(problem)
         limits = self._config.network
@@ -140,9 +154,11 @@ class Egress:
             max_connections=clamp_cap(request.max_connections, limits.max_connections),
         )
 
-    async def open(self, session_id: str, policy: NetworkPolicy) -> None:
+    async def open(self, session_id: str, policy: NetworkPolicy, tenant: str = "") -> None:
         """Listen for the session's relay in its relay directory."""
-        proxy = SessionProxy(session_id, policy, self._settings, self._emit, self._resolve)
+        proxy = SessionProxy(
+            session_id, policy, self._settings, self._emit, self._resolve, tenant, self.shares
+        )
         path = socket_path(self._config, session_id)
         # The backend made it when it created the container (and mounted it);
         # a backend that mounts nothing (the fake one) gets it here.

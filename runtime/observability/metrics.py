@@ -1,7 +1,7 @@
 """Prometheus metrics: the names DESIGN fixes, in a registry of each daemon's own.
 
 Labels stay low-cardinality: a tool name (`unknown` outside the catalog),
-an error code, a creation source, a close reason, an egress decision —
+an error code, a creation source, a close reason, an egress decision, a share —
 never a session or call id, a tenant or an image. The counters are always
 kept (they are cheap, and `AdminStats` reads them); `metrics_listen` only
 decides whether they are also served at `/metrics`.
@@ -80,6 +80,12 @@ class Metrics:
             registry=r,
         )  # fmt: skip
         self.auth_failures = Counter("toolrt_auth_failures", "Refused authentications.", registry=r)
+        self.share_refusals = Counter(
+            "toolrt_share_refusals",
+            "Requests refused because their tenant's share of a resource the tenants "
+            "share was full, by share.",
+            ["share"], registry=r,
+        )  # fmt: skip
         self.snapshot_refusals = Counter(
             "toolrt_snapshot_refusals", "Snapshots refused for space, by the config key that did.",
             ["quota"], registry=r,
@@ -108,6 +114,9 @@ class Metrics:
 
     def auth_failed(self) -> None:
         self.auth_failures.inc()
+
+    def share_refused(self, share: str) -> None:
+        self.share_refusals.labels(share).inc()
 
     def snapshot_refused(self, quota: str) -> None:
         self.snapshot_refusals.labels(quota).inc()

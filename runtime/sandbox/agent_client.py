@@ -236,6 +236,12 @@ class AgentClient:
         )
         return reply
 
+    async def stop_leftovers(self) -> int:
+        """Stop what commands left running (not the background processes);
+        how many processes."""
+        reply, _ = await self._call(protocol.StopLeftovers(), protocol.LeftoversStopped)
+        return reply.processes
+
     # -- files --------------------------------------------------------------
     async def resolve(self, paths: list[str]) -> list[protocol.ResolvedPath]:
         reply, _ = await self._call(protocol.Resolve(paths=paths), protocol.Resolved)

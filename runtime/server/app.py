@@ -27,8 +27,9 @@ log = logging.getLogger(__name__)
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["ToolRuntime"].full_name
 MAX_MESSAGE_BYTES = 64 << 20
-# How often counted authentication refusals are written once their minute is over.
-DENIALS_FLUSH_S = 5.0
+# How often what the audit log counts (refused authentications, repeated network
+# events) is written once its minute is over.
+COUNTS_FLUSH_S = 5.0
 
 
 class Daemon:
@@ -51,6 +52,9 @@ class Daemon:
             options=[
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                # A second daemon on the same address must fail to bind, not
+                # share the port and take half of the first one's clients.
+                ("grpc.so_reuseport", 0),
             ],
         )
         pb_grpc.add_ToolRuntimeServicer_to_server(ToolRuntimeService(core), self.server)
@@ -60,6 +64,7 @@ class Daemon:
             [SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME], self.server
         )
         self.port = add_listeners(self.server, config, credentials)
+        core.egress.listening_on(self.port)
         self._stopped = asyncio.Event()
         self._flusher: asyncio.Task[None] | None = None
 
@@ -69,7 +74,7 @@ class Daemon:
         serving = health_pb2.HealthCheckResponse.SERVING
         await self.health.set("", serving)
         await self.health.set(SERVICE_NAME, serving)
-        self._flusher = asyncio.ensure_future(self._flush_denials())
+        self._flusher = asyncio.ensure_future(self._flush_counts())
         addresses = []
         if self.config.listen:
             addresses.append(self.config.listen.rsplit(":", 1)[0] + f":{self.port}")
@@ -83,19 +88,24 @@ class Daemon:
             return
         self._stopped.set()
         await self.health.enter_graceful_shutdown()
-        if self._flusher is not None:
-            self._flusher.cancel()
+        flusher, self._flusher = self._flusher, None
+        if flusher is not None:
+            flusher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await flusher
         # The core first, while the server still carries the answers it gives.
         await self.core.stop()
         await self.server.stop(grace)
+        # Refusals the server counted while it finished are written too.
+        self.core.audit.close()
         log.info("toolrt %s stopped", self.config.instance)
 
-    async def _flush_denials(self) -> None:
+    async def _flush_counts(self) -> None:
         while True:
-            await asyncio.sleep(DENIALS_FLUSH_S)
+            await asyncio.sleep(COUNTS_FLUSH_S)
             # A broken log keeps them and says so; the next RPC is refused anyway.
             with contextlib.suppress(AuditUnavailable):
-                self.core.audit.flush_denials()
+                self.core.audit.flush_counts()
 
     async def wait(self) -> None:
         await self._stopped.wait()

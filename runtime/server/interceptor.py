@@ -12,6 +12,7 @@ from google.protobuf import any_pb2  # type: ignore[import-untyped]
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
+from runtime.descriptors import EXHAUSTION, out_of_descriptors
 from runtime.errors import RequestError
 from runtime.server.decoding import decoded, tolerant
 
@@ -23,6 +24,9 @@ log = logging.getLogger(__name__)
 MAX_DETAILS_BYTES = 1024
 # google.rpc.ErrorInfo's domain on every status that names a reason.
 ERROR_DOMAIN = "toolrt"
+OUT_OF_DESCRIPTORS = (
+    "the daemon is out of file descriptors for the moment (RLIMIT_NOFILE); retry shortly"
+)
 
 
 def capped(details: str) -> str:
@@ -52,6 +56,10 @@ async def _abort(context: grpc.aio.ServicerContext, exc: Exception) -> None:
             await context.abort(exc.status, details)
         status = with_reason(exc.status, details, exc.error_reason)
         await context.abort(status.code, status.details, status.trailing_metadata)
+    if out_of_descriptors(exc):
+        # Exhaustion, not a bug: retryable, and logged once a minute.
+        EXHAUSTION.note("an RPC", exc)
+        await context.abort(grpc.StatusCode.UNAVAILABLE, OUT_OF_DESCRIPTORS)
     correlation = uuid.uuid4().hex[:12]
     log.error("unexpected error [%s]", correlation, exc_info=exc)
     await context.abort(grpc.StatusCode.INTERNAL, f"internal error; correlation id {correlation}")

@@ -94,13 +94,20 @@ def add_listeners(
     """Bind the TCP (with `credentials`: TLS) and unix listeners; the TCP port (0 when none)."""
     port = 0
     if config.listen:
-        if credentials is None:
-            port = server.add_insecure_port(config.listen)
-        else:
-            port = server.add_secure_port(config.listen, credentials)
+        try:
+            if credentials is None:
+                port = server.add_insecure_port(config.listen)
+            else:
+                port = server.add_secure_port(config.listen, credentials)
+        except RuntimeError:  # grpcio's word for a failed bind
+            port = 0
         if port == 0:
-            msg = f"cannot listen on {config.listen}"
-            raise OSError(msg)
+            # Bound without SO_REUSEPORT: a port in use is refused, not shared.
+            msg = (
+                f"listen = {config.listen!r}: cannot listen there (in use by another "
+                "process, or not an address of this host)"
+            )
+            raise ConfigurationError(msg)
     if config.unix_socket:
         gid = _gid(config.unix_socket_group) if config.unix_socket_group else -1
         with _owner_only():

@@ -244,7 +244,7 @@ class ToolRuntimeService(ProgramRpcs, pb_grpc.ToolRuntimeServicer):
     ) -> pb.RestoreSessionResponse:
         who, started = principal_of(context), time.monotonic()
         with self._audit.guard("snapshot", who, request.session_id):
-            session, stopped = await self._snapshots.restore(
+            restored = await self._snapshots.restore(
                 who.tenant, request.session_id, request.snapshot_id
             )
         self._audit.transfer(
@@ -256,7 +256,9 @@ class ToolRuntimeService(ProgramRpcs, pb_grpc.ToolRuntimeServicer):
             snapshot_id=request.snapshot_id,
         )
         return pb.RestoreSessionResponse(
-            session=convert.session_to_pb(session), stopped_process_ids=stopped
+            session=convert.session_to_pb(restored.session),
+            stopped_process_ids=restored.stopped_process_ids,
+            stopped_other_processes=restored.stopped_other_processes,
         )
 
     async def ListSnapshots(

@@ -20,12 +20,14 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from runtime.config import Config
+from runtime.descriptors import EXHAUSTION, out_of_descriptors
 from runtime.errors import (
     BadRequest,
     BudgetExhausted,
     DaemonStopping,
     InternalFailure,
     InvalidArguments,
+    LimitExceeded,
     OutcomeUnknown,
     SandboxLost,
     SessionNotFound,
@@ -35,12 +37,15 @@ from runtime.errors import (
 )
 from runtime.models import ToolCall, ToolResult
 from runtime.observability import Observability
+from runtime.sessions.arguments import ArgumentReader
 from runtime.sessions.fairness import FairStarts
 from runtime.sessions.manager import SessionManager
 from runtime.sessions.session import Session
+from runtime.sessions.shares import Share
 from runtime.tools.base import Baseline, Tool, ToolContext
 from runtime.tools.output import fit_output, without_surrogates
 from runtime.tools.registry import Registry
+from runtime.tools.validation import Arguments
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +77,15 @@ class Calls:
         self._baselines = baselines
         slots = config.fair_start_slots or (os.cpu_count() or 1) // 2
         self.starts = FairStarts(slots, config.fair_start_slice_s)
+        # Calls that read the workspace into the daemon (workspace_diff).
+        self._workspace_reads = Share(config.shares.workspace_diffs_per_session)
+        self._workspace_reads_by_tenant = Share(config.shares.workspace_diffs_per_tenant)
+        self.arguments = ArgumentReader(
+            registry,
+            config.max_argument_bytes,
+            config.shares.large_arguments_waiting,
+            obs.metrics.share_refused,
+        )
 
     async def execute(
         self,
@@ -109,23 +123,29 @@ class Calls:
             msg = f"the call id is {size} bytes; a call id is 1 to {MAX_CALL_ID_BYTES} bytes"
             return ToolResult.failed(call.id, InvalidArguments(msg))
         with session.in_use():
+            # Parsed once: the journal's fingerprint and validation share it.
+            arguments, digest = await self.arguments.read(tenant, call)
             async with self.starts.turn(tenant):
                 return await session.journal.run_once(
                     call,
-                    lambda: self._execute_once(session, call, on_output),
-                    resume=lambda: self._execute_once(session, call, on_output, resume=True),
+                    lambda: self._execute_once(session, call, arguments, on_output),
+                    resume=lambda: self._execute_once(
+                        session, call, arguments, on_output, resume=True
+                    ),
                     durable_start=self._needs_start_record(call.name),
+                    digest=digest,
                 )
 
     async def _execute_once(
         self,
         session: Session,
         call: ToolCall,
+        arguments: Arguments,
         on_output: Callable[[str, bytes], None] | None = None,
         resume: bool = False,
     ) -> ToolResult:
         with self._obs.call(session.id, session.tenant, call.id, call.name) as outcome:
-            result = await self._answer(session, call, on_output, resume)
+            result = await self._answer(session, call, arguments, on_output, resume)
             outcome.code = result.error.code if result.error else ""
         return result
 
@@ -133,6 +153,7 @@ class Calls:
         self,
         session: Session,
         call: ToolCall,
+        arguments: Arguments,
         on_output: Callable[[str, bytes], None] | None,
         resume: bool = False,
     ) -> ToolResult:
@@ -140,7 +161,7 @@ class Calls:
         # Hosts the proxy refuses during the call are listed in its result.
         egress, mark = self._manager.egress, self._manager.egress.mark(session.id)
         try:
-            output = await self._run(session, call, on_output, resume)
+            output = await self._run(session, call, arguments, on_output, resume)
             output.update(egress.report_since(session.id, mark))
             result = ToolResult(call.id, self._deliverable(output))
         except ToolFailure as failure:
@@ -152,11 +173,8 @@ class Calls:
             result = ToolResult.failed(call.id, failure)
         except DaemonStopping:
             raise  # not an outcome: the next daemon answers the retry
-        except Exception:
-            correlation = uuid.uuid4().hex[:12]
-            log.exception("call %s in session %s failed [%s]", call.id, session.id, correlation)
-            internal = InternalFailure(f"internal error; correlation id {correlation}")
-            result = ToolResult.failed(call.id, internal)
+        except Exception as exc:
+            result = ToolResult.failed(call.id, self._unexpected(session, call, exc))
         duration = int((time.monotonic() - started) * 1000)
         result = ToolResult(result.call_id, result.output, result.error, duration)
         log.info(
@@ -169,6 +187,19 @@ class Calls:
             duration,
         )
         return result
+
+    @staticmethod
+    def _unexpected(session: Session, call: ToolCall, exc: Exception) -> ToolFailure:
+        if out_of_descriptors(exc):
+            # Exhaustion, not a bug: a limit the model can wait out, logged once a minute.
+            EXHAUSTION.note("a tool call", exc)
+            msg = "the daemon is out of file descriptors for the moment; retry shortly"
+            return LimitExceeded(msg)
+        correlation = uuid.uuid4().hex[:12]
+        log.error(
+            "call %s in session %s failed [%s]", call.id, session.id, correlation, exc_info=exc
+        )
+        return InternalFailure(f"internal error; correlation id {correlation}")
 
     def _deliverable(self, output: dict[str, Any]) -> dict[str, Any]:
         """`output` as it can be sent: within the result cap, and valid Unicode
@@ -191,12 +222,13 @@ class Calls:
         self,
         session: Session,
         call: ToolCall,
+        arguments: Arguments,
         on_output: Callable[[str, bytes], None] | None,
         resume: bool = False,
     ) -> dict[str, Any]:
         if resume:
             # Counted and checked against the budget when it first arrived.
-            return await self._resume(session, call, on_output)
+            return await self._resume(session, call, arguments, on_output)
         # Every call the journal keeps counts, refused ones too: the budget
         # bounds what a session may make the daemon remember.
         if session.calls >= session.limits.max_calls:
@@ -207,16 +239,20 @@ class Calls:
             raise BudgetExhausted(msg)
         session.calls += 1
         session.last_tool = call.name[:64]
-        tool, args = await self._registry.parse_off_loop(call.name, call.arguments_json)
+        tool, args = await self.arguments.validate(session.tenant, call.name, arguments)
         return await self._run_tool(session, call, tool, args, on_output)
 
     async def _resume(
-        self, session: Session, call: ToolCall, on_output: Callable[[str, bytes], None] | None
+        self,
+        session: Session,
+        call: ToolCall,
+        arguments: Arguments,
+        on_output: Callable[[str, bytes], None] | None,
     ) -> dict[str, Any]:
         """A call a previous daemon started and never answered: the sandbox's
         agent answers a command it kept (or runs one it never got); any other
         side effect may or may not have happened."""
-        tool, args = await self._registry.parse_off_loop(call.name, call.arguments_json)
+        tool, args = await self.arguments.validate(session.tenant, call.name, arguments)
         if not (tool.read_only or tool.resumable):
             msg = (
                 f"call {call.id[:64]!r} was interrupted by a daemon restart before its "
@@ -257,6 +293,19 @@ class Calls:
             if self._baselines
             else None,
         )
+        if tool.holds_workspace:
+            # Queued, not refused: a batch of one session's diffs waits for itself.
+            async with (
+                self._workspace_reads.hold(session.id),
+                self._workspace_reads_by_tenant.hold(session.tenant),
+            ):
+                return await self._run_locked(session, tool, ctx, args)
+        return await self._run_locked(session, tool, ctx, args)
+
+    async def _run_locked(
+        self, session: Session, tool: Tool[Any], ctx: ToolContext, args: Any
+    ) -> dict[str, Any]:
+        """`tool.run`, within the session's write lock unless read-only."""
         if tool.read_only:
             return await tool.run(ctx, args)
         async with session.write_lock:

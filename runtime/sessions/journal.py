@@ -47,38 +47,40 @@ from typing import Any, Protocol
 from runtime import cpu
 from runtime.errors import DaemonStopping, InvalidArguments, OutcomeUnknown
 from runtime.models import ToolCall, ToolResult
-from runtime.tools.validation import MAX_ITEMS, json_shape
+from runtime.tools.validation import Arguments, read_arguments
 
-# Larger argument texts, and those with more items than validation takes,
-# are fingerprinted as raw text (validation refuses them anyway); below that
-# parsing is cheap next to running a tool, and large ones are parsed off the
-# event loop.
-CANONICAL_MAX_CHARS = 16 << 20
 _EXACT_FLOAT_INTS = 2**53
 
 
-def _number(text: str) -> int | float:
+def _canonical(value: Any) -> Any:
     """JSON numbers with the same value compare equal: 1, 1.0 and 1e0."""
-    value = float(text)
-    if value.is_integer() and abs(value) < _EXACT_FLOAT_INTS:
-        return int(value)
+    if isinstance(value, float):
+        if value.is_integer() and abs(value) < _EXACT_FLOAT_INTS:
+            return int(value)
+        return value
+    if isinstance(value, dict):
+        return {key: _canonical(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_canonical(item) for item in value]
     return value
 
 
-def fingerprint(call: ToolCall) -> str:
-    """A digest of the tool name and the arguments as parsed JSON."""
-    text = call.arguments_json
-    # Not JSON (or too big or deep to parse here): the exact text is the call.
-    canonical = "\x00raw\x00" + text
-    if len(text) <= CANONICAL_MAX_CHARS and json_shape(text, MAX_ITEMS)[1] <= MAX_ITEMS:
-        try:
-            parsed: Any = json.loads(text, parse_float=_number)
-            if isinstance(parsed, dict):
-                # An optional argument sent as null means absent (DESIGN.md).
-                parsed = {k: v for k, v in parsed.items() if v is not None}
-            canonical = json.dumps(parsed, sort_keys=True, separators=(",", ":"))
-        except (ValueError, RecursionError):
-            pass
+def fingerprint(call: ToolCall, arguments: Arguments | None = None) -> str:
+    """A digest of the tool name and the arguments as parsed JSON.
+
+    `arguments` is the call's text already parsed (the call path parses it
+    once, for this and for validation); without it the text is read here.
+    """
+    if arguments is None:
+        arguments = read_arguments(call.arguments_json)
+    if arguments.value is None:
+        # Not JSON, or beyond what validation takes (which refuses it
+        # anyway): the exact text is the call.
+        canonical = "\x00raw\x00" + call.arguments_json
+    else:
+        # An optional argument sent as null means absent (DESIGN.md).
+        present = {k: _canonical(v) for k, v in arguments.value.items() if v is not None}
+        canonical = json.dumps(present, sort_keys=True, separators=(",", ":"))
     data = f"{call.name}\x00{canonical}".encode("utf-8", "surrogatepass")
     return hashlib.sha256(data).hexdigest()
 
@@ -165,14 +167,17 @@ class Journal:
         run: Callable[[], Awaitable[ToolResult]],
         resume: Callable[[], Awaitable[ToolResult]] | None = None,
         durable_start: bool = True,
+        digest: str | None = None,
     ) -> ToolResult:
         """The result of `call`: from `run()` the first time, recorded after.
 
         `resume` replaces `run` for a call a previous daemon started and
         never answered; `durable_start=False` records no start (a read-only
-        call, harmless to run again).
+        call, harmless to run again); `digest` is the call's `fingerprint`
+        when the caller has it already.
         """
-        digest = await cpu.compute(len(call.arguments_json), fingerprint, call)
+        if digest is None:
+            digest = await cpu.compute(len(call.arguments_json), fingerprint, call)
         entry = self._entries.get(call.id)
         if entry is None:
             forgotten = self._forgotten.get(call.id)

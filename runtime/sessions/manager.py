@@ -358,7 +358,7 @@ class SessionManager(RestartOps):
     async def _connect(self, session: Session) -> None:
         """Open the session's proxy and have its agent relay to it; else close it."""
         try:
-            await self.egress.open(session.id, session.network)
+            await self.egress.open(session.id, session.network, session.tenant)
             await session.sandbox.agent.relay_start()
         except BaseException as exc:
             await self._close(session, "its network could not be set up")

@@ -10,9 +10,10 @@ becoming a ToolResult.
 Archives stream through the daemon under flow control (the agent protocol's
 chunks and credits): an upload's session is looked up before anything past
 its first message is read, and each transfer holds a window of chunks at a
-time, whatever the archive's size or the client's speed. At most
-`max_streaming` transfers move data at once; the others wait their turn, so
-the daemon's memory for transfers is bounded in total too.
+time, whatever the archive's size or the client's speed. Each transfer
+holds a slot (`slots.py`): a bounded number daemon-wide, a share of them per
+tenant, lost by a transfer whose client stalls; so the daemon's memory for
+transfers is bounded in total too, and one tenant cannot hold every slot.
 
 A transfer is session activity like a call: the idle reaper leaves the
 session alone while one runs. A transfer that finds the sandbox gone closes
@@ -21,7 +22,6 @@ the session and ends with FAILED_PRECONDITION saying SANDBOX_LOST.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Iterator
 from typing import TYPE_CHECKING
@@ -30,13 +30,11 @@ from runtime.constants import WORKSPACE, WRITABLE_AREAS
 from runtime.errors import BadRequest, SessionUnusable, ToolFailure
 from runtime.policy.allowlist import is_within, normalize
 from runtime.sessions.session import Session
+from runtime.sessions.slots import TransferSlots
 
 if TYPE_CHECKING:
     from runtime.sessions.manager import SessionManager
 
-# Transfers moving data at once, each holding a window of chunks
-# (protocol.WINDOW_CHUNKS of protocol.CHUNK_BYTES) and one client message.
-MAX_STREAMING = 16
 # Where a sandbox keeps anything worth moving: its writable filesystems (and
 # not, say, /proc, whose files never end).
 TRANSFER_AREAS = WRITABLE_AREAS
@@ -111,9 +109,9 @@ async def download_tar(session: Session, paths: list[str]) -> AsyncGenerator[byt
 class Transfers:
     """Uploads and downloads in the sessions of `manager`, as session activity."""
 
-    def __init__(self, manager: SessionManager, max_streaming: int = MAX_STREAMING) -> None:
+    def __init__(self, manager: SessionManager, slots: TransferSlots) -> None:
         self._manager = manager
-        self._streaming = asyncio.Semaphore(max_streaming)
+        self._slots = slots
 
     async def upload(
         self, tenant: str, session_id: str, dest: str, chunks: AsyncIterable[bytes]
@@ -121,8 +119,8 @@ class Transfers:
         """Unpack the tar archive `chunks` make up below `dest` in the session;
         (files, bytes) unpacked. The session is checked before a chunk is read."""
         session = await self._manager.lookup(tenant, session_id)
-        async with self._using(session), self._streaming:
-            return await upload_tar(session, dest, chunks)
+        async with self._using(session), self._slots.slot(tenant) as slot:
+            return await upload_tar(session, dest, self._slots.paced_in(slot, chunks))
 
     async def download(
         self, tenant: str, session_id: str, paths: list[str]
@@ -131,10 +129,11 @@ class Transfers:
         session = await self._manager.lookup(tenant, session_id)
         async with (
             self._using(session),
-            self._streaming,
+            self._slots.slot(tenant) as slot,
             contextlib.aclosing(download_tar(session, paths)) as tar,
+            contextlib.aclosing(self._slots.paced_out(slot, tar)) as paced,
         ):
-            async for chunk in tar:
+            async for chunk in paced:
                 yield chunk
 
     def _using(self, session: Session) -> contextlib.AbstractAsyncContextManager[None]:

@@ -53,6 +53,17 @@ COLLECT_EVERY_S = 3600.0
 ARCHIVE_SLACK = 16 << 20
 
 
+@dataclasses.dataclass(frozen=True)
+class Restored:
+    """A session restored in place, and the processes stopped for it."""
+
+    session: Session
+    # The background processes' handles.
+    stopped_process_ids: list[str]
+    # How many other processes (what commands left running).
+    stopped_other_processes: int
+
+
 class Snapshots:
     """Snapshots of the sessions of `manager`, kept in `store`."""
 
@@ -241,28 +252,32 @@ class Snapshots:
             await asyncio.to_thread(self.store.delete, tenant, snapshot_id)
 
     # -- restoring ------------------------------------------------------------
-    async def restore(
-        self, tenant: str, session_id: str, snapshot_id: str
-    ) -> tuple[Session, list[str]]:
+    async def restore(self, tenant: str, session_id: str, snapshot_id: str) -> Restored:
         """Roll the session's files and shell state back to the snapshot, in
-        place; its background processes are stopped first (their ids)."""
+        place; every process of the session but the agent is stopped first."""
         session = self._manager.get(tenant, session_id)
         snapshot = await self._get(tenant, snapshot_id)
         entries = await self._entries(snapshot.id)
         _check_fits(snapshot, entries, session.limits)
         async with self._using(session), session.write_lock:
-            stopped = await self._stop_background(session)
+            restored = await self._stop_processes(session)
             await self._apply(session, snapshot, entries)
-        return session, stopped
+        return restored
 
-    async def _stop_background(self, session: Session) -> list[str]:
+    async def _stop_processes(self, session: Session) -> Restored:
+        """Whatever commands left running (`nohup ... &`, setsid'd trees),
+        then the background processes (by handle): a restored session runs
+        nothing it ran before. The leftovers first: an agent too old to
+        stop them refuses before anything changed."""
         stopped = []
+        agent = session.sandbox.agent
         with as_request_errors(session):
-            for process in await session.sandbox.agent.process_list():
+            others = await agent.stop_leftovers()
+            for process in await agent.process_list():
                 if process.state == "running":
-                    await session.sandbox.agent.process_kill(process.process_id)
+                    await agent.process_kill(process.process_id)
                     stopped.append(process.process_id)
-        return stopped
+        return Restored(session, stopped, others)
 
     async def _apply(self, session: Session, snapshot: Snapshot, entries: list[Entry]) -> None:
         """Replace the session's areas by the snapshot's, then its shell state."""

@@ -4,7 +4,7 @@ Blobs are named by the SHA-256 of their bytes; one the tenant's snapshots
 already hold is dropped at once, and the new bytes are counted against the
 room the tenant's `snapshot_max_bytes` leaves, so a capture over it stops at
 the file that overflows it. Every new blob must also leave the state disk's
-reserve (`state_reserve_bytes`) free: that space is for the daemon's own
+reserve (`shares.state_reserve_bytes`) free: that space is for the daemon's own
 records (sessions, the call journal), so a full blob store refuses
 snapshots, never calls or sessions.
 """
@@ -123,8 +123,8 @@ def _read_exactly(source: IO[bytes], size: int) -> bytes:
 
 # The config keys a snapshot's room comes from (the refusals metric's labels).
 QUOTA_KEY = "snapshot_max_bytes"
-SHARE_KEY = "snapshot_share"
-RESERVE_KEY = "state_reserve_bytes"
+SHARE_KEY = "shares.snapshot_space"
+RESERVE_KEY = "shares.state_reserve_bytes"
 
 
 def over_quota(room: int, wanted: int, key: str = QUOTA_KEY) -> SnapshotRefused:

@@ -22,6 +22,7 @@ from runtime.errors import StateUnavailable
 from runtime.models import ToolResult
 from runtime.state.db import StateDB, default_state_dir
 from runtime.state.journal_store import JOURNAL, JournalRow, JournalStore
+from runtime.state.lock import StateLock
 from runtime.state.sessions import SESSIONS, SessionRecord, SessionStore
 
 log = logging.getLogger(__name__)
@@ -35,8 +36,10 @@ def state_dir_of(config: Config) -> str:
 class Durable:
     """Async access to the sessions and journal tables of one StateDB."""
 
-    def __init__(self, db: StateDB, config: Config) -> None:
+    def __init__(self, db: StateDB, config: Config, lock: StateLock | None = None) -> None:
         self.db = db
+        # Held while this daemon owns state_dir (None: a caller that owns it already).
+        self._lock = lock
         self.sessions = SessionStore(db)
         self.journal = JournalStore(db, config.journal_max_results, config.journal_max_ids)
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="state")
@@ -47,8 +50,15 @@ class Durable:
 
     @classmethod
     def open(cls, config: Config) -> Durable:
-        """Open (and migrate) the database; StateError stops the start-up."""
-        return cls(StateDB.open(state_dir_of(config), [SESSIONS, JOURNAL]), config)
+        """Lock state_dir, open (and migrate) the database; StateError
+        stops the start-up (another daemon holding the lock included)."""
+        state_dir = state_dir_of(config)
+        lock = StateLock.take(state_dir)
+        try:
+            return cls(StateDB.open(state_dir, [SESSIONS, JOURNAL]), config, lock)
+        except BaseException:
+            lock.release()
+            raise
 
     @property
     def path(self) -> str:
@@ -156,3 +166,5 @@ class Durable:
         self._closed = True
         self._writer.shutdown(wait=True)
         self.db.close()
+        if self._lock is not None:
+            self._lock.release()

@@ -58,14 +58,14 @@ class JournalRow:
 
 
 def result_to_json(result: ToolResult) -> str:
+    """The stored row: the output is the result's own `output_json`, the
+    text the client was answered with, not encoded a second time."""
     error = None
     if result.error is not None:
         error = [result.error.code, result.error.message, result.error.retryable]
-    return json.dumps(
-        {"id": result.call_id, "out": result.output, "err": error, "ms": result.duration_ms},
-        ensure_ascii=False,
-        separators=(",", ":"),
-    )
+    head = {"id": result.call_id, "err": error, "ms": result.duration_ms}
+    text = json.dumps(head, separators=(",", ":"))
+    return f'{text[:-1]},"out":{result.output_json}}}'
 
 
 def result_from_json(text: str) -> ToolResult:

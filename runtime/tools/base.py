@@ -64,6 +64,9 @@ class Tool(Generic[ArgsT]):
     # A call of a tool that is neither this nor read-only answers
     # OUTCOME_UNKNOWN when it was cut off.
     resumable: bool = False
+    # It reads the workspace into the daemon: its calls take turns within
+    # their session and tenant (config: shares.workspace_diffs_per_session/_tenant).
+    holds_workspace: bool = False
 
     def schema(self) -> dict[str, Any]:
         return self.arguments.model_json_schema()

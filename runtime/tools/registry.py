@@ -7,7 +7,6 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from runtime import cpu
 from runtime.errors import UnknownTool
 from runtime.tools.base import Tool
 from runtime.tools.files import EDIT_FILE, LIST_FILES, READ_FILE, WRITE_FILE
@@ -15,7 +14,7 @@ from runtime.tools.network import for_session
 from runtime.tools.processes import PROCESS_KILL, PROCESS_LIST, PROCESS_OUTPUT
 from runtime.tools.run_tests import RUN_TESTS
 from runtime.tools.shell import SHELL
-from runtime.tools.validation import parse_arguments
+from runtime.tools.validation import Arguments, read_arguments, validate
 from runtime.tools.workspace_diff import WORKSPACE_DIFF
 
 
@@ -36,12 +35,12 @@ class Registry:
 
     def parse(self, name: str, arguments_json: str) -> tuple[Tool[Any], BaseModel]:
         """The tool and its validated arguments (InvalidArguments otherwise)."""
-        tool = self.get(name)
-        return tool, parse_arguments(name, tool.arguments, arguments_json)
+        return self.validate(name, read_arguments(arguments_json))
 
-    async def parse_off_loop(self, name: str, arguments_json: str) -> tuple[Tool[Any], BaseModel]:
-        """`parse`, on a worker thread when the arguments are large (cpu.py)."""
-        return await cpu.compute(len(arguments_json), self.parse, name, arguments_json)
+    def validate(self, name: str, arguments: Arguments) -> tuple[Tool[Any], BaseModel]:
+        """`parse` of arguments already read (the call path reads them once)."""
+        tool = self.get(name)
+        return tool, validate(name, tool.arguments, arguments)
 
     def catalog(self, network: list[str] | None = None) -> list[dict[str, Any]]:
         """The neutral catalog: [{name, description, parameters}]; with a

@@ -164,10 +164,12 @@ async def run_tests(ctx: ToolContext, args: RunTestsArgs) -> dict[str, Any]:
     if problem:
         msg = f"/args: the pytest command line {problem}; pass fewer or shorter arguments"
         raise InvalidArguments(msg)
+    env = command_env(ctx.env, None)
     request = protocol.Exec(
         command=command,
         cwd=cwd,
-        env=command_env(ctx.env, None),
+        env=env,
+        spare_env=env,
         call_id=ctx.call_id,
         resume=ctx.resume,
         timeout_s=ctx.limits.call_timeout_s,

@@ -196,15 +196,22 @@ def command_env(session_env: dict[str, str], call_env: dict[str, str] | None) ->
 
 
 def exec_request(
-    ctx: ToolContext, args: ShellArgs, cwd: str, env: dict[str, str], call_id: str
+    ctx: ToolContext,
+    args: ShellArgs,
+    cwd: str,
+    env: dict[str, str],
+    call_id: str,
+    session_env: dict[str, str],
 ) -> protocol.Exec:
-    """The agent's Exec request for one call."""
+    """The agent's Exec request for one call: `env` is the command's,
+    `session_env` the session's own (without the call's one-call `env`)."""
     timeout = min(args.timeout_s or ctx.limits.call_timeout_s, ctx.limits.call_timeout_s)
     idle = args.idle_timeout_s or ctx.shell.idle_timeout_s
     return protocol.Exec(
         command=args.command,
         cwd=cwd,
         env=env,
+        spare_env=session_env,
         call_id=call_id,
         resume=ctx.resume,
         timeout_s=timeout,
@@ -234,8 +241,9 @@ async def run_shell(ctx: ToolContext, args: ShellArgs) -> dict[str, Any]:
     state = ShellState.of(ctx)
     if args.cwd is not None:
         await checked_path(ctx, args.cwd, field="cwd")  # the allowlist's read roots govern cwd
-    env = {**state.environment({**BASE_ENV, **ctx.env}), **(args.env or {})}
-    request = exec_request(ctx, args, args.cwd or state.cwd, env, ctx.call_id)
+    session_env = state.environment({**BASE_ENV, **ctx.env})
+    env = {**session_env, **(args.env or {})}
+    request = exec_request(ctx, args, args.cwd or state.cwd, env, ctx.call_id, session_env)
     stdin = (args.stdin or "").encode()
     notes: list[str] = []
     try:

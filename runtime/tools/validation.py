@@ -9,6 +9,7 @@ was expected, so the model can correct itself.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import regex
@@ -170,55 +171,81 @@ def _describe(error: dict[str, Any]) -> str:
     return f"{where}: {error.get('msg', 'invalid')} (got {got})"
 
 
-def parse_arguments(
-    tool_name: str,
-    model: type[ModelT],
-    arguments_json: str,
+def load_json(text: str) -> Any:
+    """The one JSON parse of a call's arguments (a test counts its calls)."""
+    return json.loads(text)
+
+
+@dataclass(frozen=True)
+class Arguments:
+    """A call's arguments text, measured and parsed once: the idempotency
+    fingerprint and the tool's validation both start from it.
+
+    `value` is the JSON object (nulls still in it) when the text is one
+    within the bounds; otherwise `problem` says why not, as the words that
+    follow the tool's name (`lead` goes before it)."""
+
+    text: str
+    value: dict[str, Any] | None
+    lead: str = ""
+    problem: str = ""
+
+    def refusal(self, tool_name: str) -> InvalidArguments:
+        return InvalidArguments(f"{self.lead} {tool_name}{self.problem}")
+
+
+def read_arguments(
+    text: str,
     max_bytes: int = MAX_ARGUMENT_BYTES,
     max_depth: int = MAX_DEPTH,
     max_items: int = MAX_ITEMS,
-) -> ModelT:
-    """Validated arguments, or InvalidArguments saying what is wrong where.
+) -> Arguments:
+    """`text` measured, then parsed if it is within the bounds.
 
     Size, nesting and item count are checked on the raw text before the
     JSON parser runs, so the work is bounded whatever the text holds. Large
-    texts are for a worker thread (`Registry.parse`): this holds the GIL
-    only in short steps.
+    texts are for a worker thread (`cpu.compute`): this holds the GIL only
+    in short steps, but for the parse itself.
     """
     # Arguments a dialect rebuilt from a parsed message may hold lone surrogates.
-    size = utf8_size(arguments_json)
+    size = utf8_size(text)
     if size > max_bytes:
-        msg = f"arguments of {tool_name} are {size} bytes; the limit is {max_bytes}"
-        raise InvalidArguments(msg)
-    text = arguments_json.strip() or "{}"
-    depth, items = json_shape(text, max_items)
+        return Arguments(text, None, "arguments of", f" are {size} bytes; the limit is {max_bytes}")
+    stripped = text.strip() or "{}"
+    depth, items = json_shape(stripped, max_items)
     if depth > max_depth:
-        msg = f"arguments of {tool_name} nest {depth} levels deep; the limit is {max_depth}"
-        raise InvalidArguments(msg)
+        detail = f" nest {depth} levels deep; the limit is {max_depth}"
+        return Arguments(text, None, "arguments of", detail)
     if items > max_items:
-        msg = (
-            f"arguments of {tool_name} hold more than {max_items} items (array elements "
-            f"and object members); the limit is {max_items}"
+        detail = (
+            f" hold more than {max_items} items (array elements and object members); "
+            f"the limit is {max_items}"
         )
-        raise InvalidArguments(msg)
+        return Arguments(text, None, "arguments of", detail)
     try:
-        data = json.loads(text)
+        data = load_json(stripped)
     except (json.JSONDecodeError, RecursionError) as exc:
-        msg = f"arguments of {tool_name} are not valid JSON: {exc}"
-        raise InvalidArguments(msg) from exc
+        return Arguments(text, None, "arguments of", f" are not valid JSON: {exc}")
     if not isinstance(data, dict):
-        msg = f"arguments of {tool_name} must be a JSON object, got {type(data).__name__}"
-        raise InvalidArguments(msg)
+        detail = f" must be a JSON object, got {type(data).__name__}"
+        return Arguments(text, None, "arguments of", detail)
     bad = lone_surrogate(data)
     if bad is not None:
-        msg = (
-            f"invalid arguments for {tool_name}: {escaped(pointer(bad))}: contains a lone "
-            "surrogate (a \\uD800-\\uDFFF escape without its pair); strings must be valid Unicode"
+        detail = (
+            f": {escaped(pointer(bad))}: contains a lone surrogate (a \\uD800-\\uDFFF "
+            "escape without its pair); strings must be valid Unicode"
         )
-        raise InvalidArguments(msg)
+        return Arguments(text, None, "invalid arguments for", detail)
+    return Arguments(text, data)
+
+
+def validate(tool_name: str, model: type[ModelT], arguments: Arguments) -> ModelT:
+    """Validated arguments, or InvalidArguments saying what is wrong where."""
+    if arguments.value is None:
+        raise arguments.refusal(tool_name)
     # Strict OpenAI schemas make models send null for every optional
     # property: null means absent.
-    data = {key: value for key, value in data.items() if value is not None}
+    data = {key: value for key, value in arguments.value.items() if value is not None}
     try:
         return model.model_validate(data)
     except ValidationError as exc:
@@ -228,3 +255,16 @@ def parse_arguments(
             problems += f"; and {len(errors) - MAX_PROBLEMS} more"
         msg = f"invalid arguments for {tool_name}: {problems}"
         raise InvalidArguments(msg) from exc
+
+
+def parse_arguments(
+    tool_name: str,
+    model: type[ModelT],
+    arguments_json: str,
+    max_bytes: int = MAX_ARGUMENT_BYTES,
+    max_depth: int = MAX_DEPTH,
+    max_items: int = MAX_ITEMS,
+) -> ModelT:
+    """`validate` of `read_arguments`: for one caller that has only the text."""
+    arguments = read_arguments(arguments_json, max_bytes, max_depth, max_items)
+    return validate(tool_name, model, arguments)

@@ -63,12 +63,12 @@ async def run_workspace_diff(ctx: ToolContext, args: WorkspaceDiffArgs) -> dict[
     except (SnapshotNotFound, BadRequest) as exc:
         msg = f"since: {exc}"
         raise InvalidArguments(msg) from exc
-    archive = ctx.agent.archive([WORKSPACE], ctx.limits.workspace_bytes + ARCHIVE_SLACK)
-    now = await workspace_now(archive, WORKSPACE.strip("/"))
 
     def wanted(path: str) -> bool:
         return is_within(path, root) and ctx.allowlist.allows(path)
 
+    archive = ctx.agent.archive([WORKSPACE], ctx.limits.workspace_bytes + ARCHIVE_SLACK)
+    now = await workspace_now(archive, WORKSPACE.strip("/"), before, wanted)
     budget = ctx.limits.output_cap_bytes
     return await asyncio.to_thread(compare, before, now, read_blob, WORKSPACE, wanted, budget)
 
@@ -79,4 +79,5 @@ WORKSPACE_DIFF = Tool(
     arguments=WorkspaceDiffArgs,
     run=run_workspace_diff,
     read_only=True,
+    holds_workspace=True,
 )

@@ -15,7 +15,7 @@ import pytest
 from runtime.client import Client, ToolrtRpcError
 from runtime.egress.paths import relay_dir, socket_path
 from tests.egress_upstreams import TOYPKG_VALUE, Upstreams, upstreams
-from tests.helpers import containers_of, under_gvisor, wait_for
+from tests.helpers import containers_of, free_port, under_gvisor, wait_for
 
 pytestmark = pytest.mark.docker
 
@@ -48,12 +48,15 @@ def image(docker_client) -> str:
     return name
 
 
+def allow_max(servers: Upstreams) -> list[str]:
+    """The test names on 80, 443 and the servers' ports: never every port of a
+    name pinned to loopback, which the daemon refuses to start with."""
+    return ["*.test", f"*.test:{servers.http_port}", f"*.test:{servers.tls_port}", "localhost:*"]
+
+
 @pytest.fixture
-def egress(make_daemon, image):
-    return make_daemon(
-        image=image,
-        network={"allow_max": ["*.test:*", "localhost:*"], "hosts": PINNED},
-    )
+def egress(make_daemon, image, servers):
+    return make_daemon(image=image, network={"allow_max": allow_max(servers), "hosts": PINNED})
 
 
 @pytest.fixture
@@ -348,7 +351,7 @@ def test_a_warm_container_is_given_network_when_claimed(make_daemon, image, serv
     # Every container of a daemon with egress has its relay directory from
     # creation; a claimed warm one gets its proxy and relay then.
     running = make_daemon(
-        image=image, pool_size=1, network={"allow_max": ["*.test:*"], "hosts": PINNED}
+        image=image, pool_size=1, network={"allow_max": allow_max(servers), "hosts": PINNED}
     )
     pool = running.daemon.core.manager.pool
     wait_for(lambda: pool.ready() == 1)
@@ -360,3 +363,19 @@ def test_a_warm_container_is_given_network_when_claimed(make_daemon, image, serv
             assert session.id == warm.labels["toolrt.session"]
             out = shell(session, f"curl -sS http://web.test:{servers.http_port}/")
             assert out["stdout"] == "hello from web.test\n"
+
+
+def test_no_pin_leads_a_session_to_the_daemons_own_port(make_daemon, image):
+    # With no authentication a loopback peer is an admin: the gRPC port
+    # must be out of reach, whatever [network.hosts] says.
+    port = free_port()
+    running = make_daemon(
+        image=image,
+        listen=f"127.0.0.1:{port}",
+        network={"allow_max": [f"mirror.test:{port}"], "hosts": {"mirror.test": "127.0.0.1"}},
+    )
+    with Client(running.target) as client:
+        with client.session(network={"allow": [f"mirror.test:{port}"]}) as session:
+            out = shell(session, f"curl -sS http://mirror.test:{port}/")
+            assert "toolrt's own port on this host" in out["stdout"], out
+            assert out["network_denied"] == [f"mirror.test:{port}"], out

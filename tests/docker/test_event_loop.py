@@ -23,6 +23,7 @@ from runtime import cpu
 from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
 from runtime.client import Client
 from runtime.client.sdk import Result
+from runtime.config import Config
 from runtime.dialects import registry as dialects
 from runtime.dialects.common import MAX_MESSAGE_ITEMS
 from runtime.errors import BadRequest
@@ -109,7 +110,7 @@ def test_large_inputs_are_worked_on_off_the_loop_and_small_ones_inline():
 
 @pytest.mark.docker
 def test_huge_arguments_are_parsed_off_the_loop(daemon, client, session):
-    limit = 16 << 20
+    limit = Config().max_argument_bytes
     many = just_under(limit - 16, '{"command": "true", "x": [', "1", "]}")
     one_long = json.dumps({"command": "true", "stdin": "a" * (limit - 64)})
     assert len(many) < limit and len(one_long) < limit

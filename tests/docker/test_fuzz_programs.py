@@ -44,10 +44,11 @@ def answered(fn: Callable[[], Any]) -> Any:
     try:
         return fn()
     except grpc.RpcError as exc:
-        code, reason = exc.code(), reason_of(exc)
-        assert code in STATUSES, f"{code}: {exc.details()}"
-        assert reason, f"{code} without an ErrorInfo reason: {exc.details()}"
-        return code
+        failed = exc
+    code, reason = failed.code(), reason_of(failed)
+    assert code in STATUSES, f"{code}: {failed.details()}"
+    assert reason, f"{code} without an ErrorInfo reason: {failed.details()}"
+    return code
 
 
 users = st.sampled_from(["", "sandbox", "1000", "root", "0", "nobody"]) | proto_text

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import io
 import signal
+import subprocess
 import tarfile
 import threading
 import time
 import uuid
+from typing import Any
 
 import docker
 import grpc
@@ -17,7 +19,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
 from runtime.client import Client, ToolrtRpcError
 from tests.conftest import TEST_LABEL
-from tests.helpers import DaemonProcess, containers_of, free_port, wait_for
+from tests.helpers import DaemonProcess, containers_of, free_port, serve_command, wait_for
 
 pytestmark = pytest.mark.docker
 
@@ -218,3 +220,36 @@ def test_orphans_of_a_killed_daemon_are_reaped_at_next_start(docker_client, inst
         assert "removed 2 sandbox(es) left by a previous run" in second.log()
     finally:
         second.kill()
+
+
+def test_a_second_daemon_on_the_same_state_dir_or_address_refuses_to_start(
+    docker_client, instance, tmp_path
+):
+    state = tmp_path / "state"
+    first = DaemonProcess(instance, free_port(), tmp_path / "first.log", state)
+
+    def second(target: str, state_dir: Any) -> subprocess.CompletedProcess[str]:
+        argv, env = serve_command(instance, target, state_dir)
+        return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+
+    try:
+        with Client(first.target) as client, client.session(labels={TEST_LABEL: "1"}) as s:
+            same_state = second(f"127.0.0.1:{free_port()}", state)
+            assert same_state.returncode != 0
+            assert f"in use by another toolrt daemon (pid {first.proc.pid})" in same_state.stderr
+            same_address = second(first.target, tmp_path / "other-state")
+            assert same_address.returncode != 0
+            assert "cannot listen there" in same_address.stderr, same_address.stderr
+            # The first daemon lost nothing: its session and its clients.
+            assert s.call("shell", {"command": "echo still"}).output["stdout"] == "still\n"
+            assert len(containers_of(docker_client, instance)) == 1
+    finally:
+        first.kill()
+    # The lock goes with its process, however it ended.
+    third = DaemonProcess(instance, free_port(), tmp_path / "third.log", state)
+    try:
+        with Client(third.target) as client:
+            assert client.list_sessions() is not None
+    finally:
+        third.proc.send_signal(signal.SIGTERM)
+        third.proc.wait(30)

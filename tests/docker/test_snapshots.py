@@ -6,6 +6,7 @@ import grpc
 import pytest
 
 from runtime.client import Client, ToolrtRpcError
+from tests.helpers import user_processes
 
 pytestmark = pytest.mark.docker
 
@@ -90,6 +91,25 @@ def test_restore_stops_background_processes_and_includes_tmp_when_asked(snap_cli
         assert out(session, "cat /tmp/t.txt w.txt; (cd /tmp && ls)") == "t\nw\nt.txt\n"
         listed = session.call("process_list", {}).output["processes"]
         assert all(p["state"] != "running" for p in listed)
+
+
+def test_a_restored_session_runs_no_process_it_had_before(snap_client, docker_client):
+    # Processes a command left behind, not only background handles: a
+    # nohup'd loop rewriting the workspace, a setsid'd double fork.
+    with snap_client.session() as session:
+        snap = session.snapshot()
+        handle = session.shell("sleep 600", background=True).output["process_id"]
+        out(
+            session,
+            "nohup sh -c 'while :; do echo INJECTED > /workspace/evil; sleep 0.05; done'"
+            " >/dev/null 2>&1 & (setsid sh -c 'sleep 600 & sleep 600' &) ; sleep 0.3",
+        )
+        reply = snap_client.restore(session.id, snap.id)
+        assert list(reply.stopped_process_ids) == [handle]
+        # The loop and its sleep (at times), the setsid'd shell and its two sleeps.
+        assert reply.stopped_other_processes >= 4, reply
+        assert user_processes(docker_client, session.id) == []
+        assert out(session, "find /workspace -mindepth 1") == ""
 
 
 def test_unknown_and_deleted_snapshot_ids_are_not_found(snap_client):

@@ -154,3 +154,20 @@ def test_a_spare_killed_while_it_waits_costs_the_next_call_nothing(client, sessi
     time.sleep(0.5)
     again = shell(client, session, "echo again")
     assert again.ok and again.output["stdout"] == "again\n", again
+
+
+def test_a_one_call_environment_never_reaches_another_call_through_a_spare(client, session):
+    # A plain variable stays in a spare's /proc/<pid>/environ (and any
+    # library named by LD_PRELOAD in its memory); BASH_ENV runs at its start.
+    rc = "echo ran >> /workspace/rc.log"
+    assert client.call(session.id, "write_file", {"path": "/workspace/rc.sh", "content": rc}).ok
+    environ = "tr '\\0' '\\n' < /proc/$$/environ | grep -c ONE_CALL_ONLY"
+    for once, seen in (
+        ({"ONE_CALL_ONLY": "leaked"}, environ),
+        ({"BASH_ENV": "/workspace/rc.sh"}, "cat /workspace/rc.log"),
+    ):
+        first = shell(client, session, "echo main", env=once)
+        assert first.ok and first.output["stdout"] == "main\n", first
+        time.sleep(1.5)  # the session is idle: the next call's shell may start
+        second = shell(client, session, seen)
+        assert second.output["stdout"] in ("0\n", "ran\n"), second

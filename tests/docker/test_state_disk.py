@@ -84,8 +84,7 @@ def test_a_tenant_filling_its_share_of_the_state_disk_leaves_another_served(make
     daemon = make_daemon(
         state_dir=str(state),
         auth={"tokens_file": str(tokens_file)},
-        state_reserve_bytes=0,
-        snapshot_share=(4 << 20) / free,
+        shares={"state_reserve_bytes": 0, "snapshot_space": (4 << 20) / free},
     )
     with (
         Client(daemon.target, token=tokens["alice"]) as alice,
@@ -98,7 +97,7 @@ def test_a_tenant_filling_its_share_of_the_state_disk_leaves_another_served(make
             with pytest.raises(ToolrtRpcError) as info:
                 session.snapshot()
             assert info.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
-            assert "snapshot_share" in info.value.details
+            assert "shares.snapshot_space" in info.value.details
             # Its fork's transient snapshot needs room too: refused, nothing made.
             with pytest.raises(ToolrtRpcError) as info:
                 session.fork(1)
@@ -108,7 +107,7 @@ def test_a_tenant_filling_its_share_of_the_state_disk_leaves_another_served(make
             seed = make_tar(("big", "file", b"x" * 3_000_000))
             with alice.session(workspace_tar=seed) as seeded:
                 diff = seeded.call("workspace_diff", {})
-                assert not diff.ok and "snapshot_share" in diff.error_message, diff
+                assert not diff.ok and "shares.snapshot_space" in diff.error_message, diff
                 assert out(seeded, "wc -c < big") == "3000000\n"
         with bob.session() as theirs:
             assert out(theirs, "echo served") == "served\n"
@@ -118,7 +117,7 @@ def test_a_tenant_filling_its_share_of_the_state_disk_leaves_another_served(make
             assert theirs.snapshot().bytes == 2500002  # with up.txt
     metrics = daemon.daemon.core.obs.metrics
     refused = metrics.totals(metrics.snapshot_refusals, "quota")
-    assert refused == {"snapshot_share": 3.0}
+    assert refused == {"shares.snapshot_space": 3.0}
     store = daemon.daemon.core.snapshots.store
     assert store.usage("alice") == 2500000 and store.usage("bob") == 2500002
     assert store.listed("alice", FORK) == []

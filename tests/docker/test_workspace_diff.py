@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import threading
+
+import psutil
 import pytest
 
+from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
 from runtime.client import Client
 from tests.helpers import make_tar
 
@@ -96,3 +101,58 @@ def test_bad_since_and_paths_are_the_models_errors(client):
         for arguments in ({"since": "yesterday"}, {"since": "snap_nope"}, {"path": "/etc"}):
             result = session.call("workspace_diff", arguments)
             assert result.error_code in ("INVALID_ARGUMENTS", "PATH_DENIED"), arguments
+
+
+class PeakRss:
+    """The highest RSS of this process (the daemon's, in these tests) while open."""
+
+    def __init__(self) -> None:
+        self.process = psutil.Process()
+        self.start = self.peak = self.process.memory_info().rss
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        while not self._done.wait(0.02):
+            self.peak = max(self.peak, self.process.memory_info().rss)
+
+    def __enter__(self) -> PeakRss:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._thread.join()
+        self.peak = max(self.peak, self.process.memory_info().rss)
+
+
+def test_a_batch_of_diffs_of_a_big_workspace_keeps_the_daemon_small(client):
+    # 1,200 text files of ~135 KiB (small enough to diff each): 160 MiB.
+    make = "for i in $(seq 1200); do head -c 100000 /dev/urandom | base64 > f$i.txt; done"
+    with client.session(limits={"workspace_bytes": 320 << 20}) as session:
+        assert session.shell(make, timeout_s=300).ok
+        snap = session.snapshot()
+        edit = "echo changed >> f7.txt && rm f8.txt && echo new > new.txt"
+        assert session.shell(edit).ok
+        calls = [
+            pb.ToolCall(
+                id=f"d{i}", name="workspace_diff", arguments_json=json.dumps({"since": snap.id})
+            )
+            for i in range(6)
+        ]
+        request = pb.ExecuteBatchRequest(session_id=session.id, calls=calls)
+        with PeakRss() as rss:
+            results = client.stub.ExecuteBatch(request, timeout=600).results
+    growth = (rss.peak - rss.start) >> 20
+    # Each call read the whole workspace; the daemon kept only what changed.
+    assert growth < 100, f"the daemon grew by {growth} MiB"
+    for result in results:
+        assert result.ok, result
+        changes = {c["path"]: c for c in json.loads(result.output_json)["changes"]}
+        assert {p: c["status"] for p, c in changes.items()} == {
+            "/workspace/f7.txt": "modified",
+            "/workspace/f8.txt": "deleted",
+            "/workspace/new.txt": "added",
+        }
+        assert changes["/workspace/f7.txt"]["diff"].endswith("+changed\n")
+        assert changes["/workspace/new.txt"]["diff"].endswith("+new\n")

@@ -8,8 +8,9 @@ import os
 
 import pytest
 
-from runtime.audit import AuditLog
+from runtime.audit import AuditLog, record
 from runtime.auth.principals import TOKEN, Principal
+from runtime.egress.proxy import EgressEvent
 from runtime.errors import AuditUnavailable, SessionNotFound
 from runtime.models import ToolCall, ToolErrorInfo, ToolResult
 from tests.unit.test_auth_rules import Clock
@@ -131,3 +132,53 @@ def test_no_path_no_records(tmp_path):
     audit = AuditLog("")
     audit.session("session.create", ALICE, "a")
     audit.check()
+
+
+def test_a_session_writes_a_bounded_number_of_network_records_a_minute(tmp_path):
+    path = tmp_path / "audit.jsonl"
+    clock = Clock()
+    clock.now = 120.0
+    refused: list[str] = []
+    audit = AuditLog(str(path), clock=clock, network_records=3, refused=refused.append)
+    # A sandbox looping connects: one refused host many times, then many hosts.
+    for _ in range(5000):
+        audit.network(EgressEvent("s1", "evil.test", 80, "denied", tenant="alice"))
+    for i in range(500):
+        audit.network(EgressEvent("s1", f"h{i}.test", 443, "denied", tenant="alice"))
+    audit.network(EgressEvent("s2", "pypi.org", 443, "allowed", 10, 2, tenant="bob"))
+    written = lines(path)
+    assert [(r["session_id"], r["host"]) for r in written] == [
+        ("s1", "evil.test"),
+        ("s1", "h0.test"),
+        ("s1", "h1.test"),
+        ("s2", "pypi.org"),
+    ]
+    assert written[0]["tenant"] == "alice" and written[3]["bytes_in"] == 10
+    assert refused == ["audit_network_records"] * 498
+    audit.flush_counts()
+    assert len(lines(path)) == 4  # the minute is not over
+    clock.now = 180.0
+    audit.flush_counts()
+    (summary,) = lines(path)[4:]
+    assert (summary["event"], summary["session_id"], summary["tenant"]) == (
+        "network",
+        "s1",
+        "alice",
+    )
+    assert summary["decision"] == "repeated" and summary["count"] == 4999 + 498
+    assert summary["repeats"] == {"denied evil.test:80": 4999, "other": 498}
+    assert summary["ts"].startswith("1970-01-01T00:02:00")
+
+
+def test_what_waits_for_a_broken_log_is_bounded_in_bytes(tmp_path, caplog):
+    link = tmp_path / "audit-link"
+    link.symlink_to("/dev/full")
+    audit = AuditLog(str(link), pending_bytes=64 * 1024)
+    for i in range(2000):
+        with pytest.raises(AuditUnavailable) as info:
+            audit.session("session.create", ALICE, f"s{i}")
+    waiting = int(str(info.value).rsplit(" record(s) waiting", 1)[0].rsplit("(", 1)[1])
+    shortest = record("session.create", ALICE, 0.0, session_id="s0")
+    record_bytes = len(json.dumps(shortest, separators=(",", ":"))) + 1
+    assert waiting <= 64 * 1024 // record_bytes < 2000
+    assert "lost while it could not be written (shares.audit_pending_bytes)" in caplog.text

@@ -202,6 +202,47 @@ def test_config_checks_patterns_and_pins():
         load_config(None, {"network": {"hosts": {"bad name": "10.0.0.5"}}}, environ={})
 
 
+PINNED = {"mirror.test": "127.0.0.1", "six.test": "::1", "lan.test": "10.0.0.5"}
+
+
+@pytest.mark.parametrize(
+    ("network", "tenant_allow", "says"),
+    [
+        ({"allow_max": ["mirror.test:*"]}, None, "network.allow_max[0] 'mirror.test:*'"),
+        ({"allow_max": ["a.test", "*.test:*"]}, None, "network.allow_max[1] '*.test:*'"),
+        ({"allow_max": ["*:*"]}, None, "'*:*' reaches every port of mirror.test"),
+        ({"allow_max": ["six.test:*"]}, None, "six.test, which network.hosts pins to ::1"),
+        ({"allow_max": ["mirror.test:80"]}, ["*.test:*"], "tenants.alice.network_allow_max[0]"),
+    ],
+)
+def test_a_wildcard_port_over_a_name_pinned_to_loopback_stops_the_start(
+    network, tenant_allow, says
+):
+    # Every port of 127.0.0.1 is also toolrt's own: gRPC, metrics.
+    values = {"network": {**network, "hosts": PINNED}}
+    if tenant_allow is not None:
+        values["tenants"] = {"alice": {"network_allow_max": tenant_allow}}
+    with pytest.raises(ValueError, match="where toolrt itself listens") as refused:
+        load_config(None, values, environ={})
+    assert says in str(refused.value)
+
+
+def test_named_ports_and_other_pins_start():
+    allow = ["mirror.test:3141", "mirror.test", "lan.test:*", "*.other:*"]
+    config = load_config(None, {"network": {"allow_max": allow, "hosts": PINNED}}, environ={})
+    assert config.network.allow_max == allow
+
+
+def test_a_sessions_wildcard_port_over_a_loopback_pin_is_refused():
+    # A config built in code skips the start's check: CreateSession checks again.
+    config = load_config(None, {"network": {"allow_max": ["*.test:*"]}}, environ={})
+    config.network.hosts["mirror.test"] = "127.0.0.1"
+    egress = Egress(config)
+    assert egress.policy_for("default", NetworkRequest(["mirror.test:3141"])).enabled
+    with pytest.raises(PermissionDenied, match="network.allow\\[0\\] 'mirror.test:\\*'"):
+        egress.policy_for("default", NetworkRequest(["mirror.test:*"]))
+
+
 def test_a_socket_root_too_long_for_unix_sockets_is_refused():
     long = "/tmp/" + "d" * 80
     config = load_config(

@@ -58,6 +58,7 @@ def run(
     max_connections: int = 8,
     idle: float = 5.0,
     events: list[EgressEvent] | None = None,
+    upstream_is_the_daemons: bool = False,
 ) -> Any:
     async def main() -> Any:
         handlers: set[asyncio.Task[Any]] = set()
@@ -79,6 +80,8 @@ def run(
         settings = ProxySettings(
             idle_timeout_s=idle, connect_timeout_s=2, pins={"up.test": "127.0.0.1"}
         )
+        if upstream_is_the_daemons:
+            settings.own_ports.add(port)
         proxy = SessionProxy(
             "s1",
             policy,
@@ -247,6 +250,43 @@ def test_a_tunnel_must_name_its_connect_host_in_the_client_hello(tmp_path):
     assert report == {"network_denied": ["other.test"]}
     # The hello went through, and the echo upstream answered with it.
     assert b"HTTP/1.1 200 OK" in same and b"up.test" in same
+
+
+def test_a_tunnel_carries_tls_only_so_no_plain_host_header_escapes_the_check(tmp_path):
+    # Plain HTTP in a tunnel could name any site in its Host header (on any
+    # of its requests): the CONNECT host's server would route to it.
+    async def scenario(proxy: SessionProxy, path: str, port: int) -> list[Any]:
+        smuggled = await exchange(
+            path,
+            f"CONNECT up.test:{port} HTTP/1.1\r\n\r\n".encode()
+            + b"GET / HTTP/1.1\r\nHost: other.example\r\n\r\n",
+        )
+        return [smuggled, proxy.report_since(0)]
+
+    events: list[EgressEvent] = []
+    smuggled, report = run(echo_head, scenario, tmp_path, events=events)
+    established, refusal = smuggled.split(b"\r\n\r\n", 1)
+    assert established == b"HTTP/1.1 200 Connection established"
+    assert refusal.startswith(b"HTTP/1.1 403 toolrt: a CONNECT tunnel carries TLS only"), smuggled
+    assert b"other.example" not in smuggled  # the upstream never saw it
+    assert report == {"network_denied": ["up.test"]}
+    assert [e.decision for e in events] == ["denied"]
+
+
+def test_the_daemons_own_ports_are_never_dialled_whatever_a_pin_says(tmp_path):
+    async def scenario(proxy: SessionProxy, path: str, port: int) -> list[Any]:
+        return [
+            await exchange(path, f"GET http://up.test:{port}/ HTTP/1.1\r\n\r\n".encode()),
+            await exchange(path, f"CONNECT up.test:{port} HTTP/1.1\r\n\r\n".encode()),
+            proxy.report_since(0),
+            port,
+        ]
+
+    *answers, report, port = run(echo_head, scenario, tmp_path, upstream_is_the_daemons=True)
+    for answer in answers:
+        assert answer.startswith(b"HTTP/1.1 403 toolrt: up.test:"), answer
+        assert b"toolrt's own port" in answer, answer
+    assert report == {"network_denied": [f"up.test:{port}"]}
 
 
 def test_close_cuts_connections_and_removes_the_socket(tmp_path):

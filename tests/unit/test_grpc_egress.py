@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import tempfile
 
 import grpc
@@ -15,6 +16,7 @@ import pytest
 from runtime.agent import protocol
 from runtime.client import Client, ToolrtRpcError
 from runtime.egress.paths import socket_path
+from tests.helpers import free_port
 
 
 @pytest.fixture
@@ -86,3 +88,48 @@ def test_list_tools_of_an_unknown_session_is_not_found(running):
     with Client(running.target) as client, pytest.raises(ToolrtRpcError) as missing:
         client.list_tools(session_id="nope")
     assert missing.value.code == grpc.StatusCode.NOT_FOUND
+
+
+def through_proxy(path: str, request: bytes) -> bytes:
+    """What the session's proxy answers `request` (as the sandbox's relay sends it)."""
+    with socket.socket(socket.AF_UNIX) as relay:
+        relay.settimeout(10)
+        relay.connect(path)
+        relay.sendall(request)
+        answer = b""
+        while chunk := relay.recv(65536):
+            answer += chunk
+        return answer
+
+
+def test_a_pin_to_loopback_never_leads_to_the_daemons_own_ports(make_daemon):
+    # With no authentication a loopback peer is an admin: the proxy must
+    # never be the way from a sandbox to toolrt's gRPC or metrics.
+    grpc_port, metrics_port = free_port(), free_port()
+    sockets = tempfile.mkdtemp(prefix="toolrt-egress-")
+    running = make_daemon(
+        backend="fake",
+        listen=f"127.0.0.1:{grpc_port}",
+        metrics_listen=f"127.0.0.1:{metrics_port}",
+        network={
+            "allow_max": [f"mirror.test:{grpc_port}", f"mirror.test:{metrics_port}"],
+            "hosts": {"mirror.test": "127.0.0.1"},
+            "socket_dir": sockets,
+        },
+    )
+    try:
+        with Client(running.target) as client:
+            allow = [f"mirror.test:{grpc_port}", f"mirror.test:{metrics_port}"]
+            session = client.create_session(network={"allow": allow})
+            path = socket_path(running.daemon.config, session.id)
+            for port in (grpc_port, metrics_port):
+                for request in (
+                    f"CONNECT mirror.test:{port} HTTP/1.1\r\n\r\n",
+                    f"GET http://mirror.test:{port}/metrics HTTP/1.1\r\n\r\n",
+                ):
+                    answer = through_proxy(path, request.encode())
+                    assert answer.startswith(b"HTTP/1.1 403 "), answer
+                    assert b"toolrt's own port" in answer, answer
+            client.close_session(session.id)
+    finally:
+        shutil.rmtree(sockets, ignore_errors=True)

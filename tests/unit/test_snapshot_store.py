@@ -190,10 +190,10 @@ def test_the_reserve_refuses_a_snapshot_that_would_eat_into_it(tmp_path, monkeyp
     store = SnapshotStore(str(tmp_path), 60, reserve_bytes=1000, share=1.0)
     free_bytes(monkeypatch, 1500)
     take(store, "t", {"a": b"1" * 400})
-    with pytest.raises(SnapshotRefused, match="state_reserve_bytes") as info:
+    with pytest.raises(SnapshotRefused, match="shares.state_reserve_bytes") as info:
         take(store, "t", {"b": b"2" * 600})
-    assert info.value.quota == "state_reserve_bytes"
-    with pytest.raises(SnapshotRefused, match="state_reserve_bytes"):
+    assert info.value.quota == "shares.state_reserve_bytes"
+    with pytest.raises(SnapshotRefused, match="shares.state_reserve_bytes"):
         take(store, "t", {"big": b"3" * (2 << 20)})  # streamed through a file
     assert len(blob_files(store)) == 1
     store.close()
@@ -204,9 +204,9 @@ def test_one_tenant_holds_at_most_its_share_without_any_tenant_table(tmp_path, m
     free_bytes(monkeypatch, 2000)
     take(store, "alice", {"a": b"1" * 900})
     free_bytes(monkeypatch, 1000)  # half the snapshot space (900 + 1000) is 950
-    with pytest.raises(SnapshotRefused, match="snapshot_share") as info:
+    with pytest.raises(SnapshotRefused, match="shares.snapshot_space") as info:
         take(store, "alice", {"b": b"2" * 200})
-    assert info.value.quota == "snapshot_share"
+    assert info.value.quota == "shares.snapshot_space"
     take(store, "bob", {"c": b"3" * 900})
     # The tenant's own snapshot_max_bytes, lower, names itself.
     with pytest.raises(SnapshotRefused, match="snapshot_max_bytes"):

@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+from collections.abc import AsyncGenerator
 
-from runtime.snapshots.diff import DIFF_MAX_BYTES, MAX_CHANGES, Current, compare
+from runtime.snapshots.diff import (
+    DIFF_MAX_BYTES,
+    MAX_CHANGES,
+    UNCHANGED,
+    Current,
+    compare,
+    workspace_now,
+)
 from runtime.snapshots.store import Entry
+from tests.helpers import make_tar
 
 
 def sha(data: bytes) -> str:
@@ -78,3 +88,34 @@ def test_unwanted_paths_are_left_out_and_the_list_is_capped():
     assert result["more_changes"] == 4
     assert result["truncated"] is True
     assert "/workspace/n00000" not in {c["path"] for c in result["changes"]}
+
+
+def test_only_changed_files_asked_for_are_kept_and_within_the_bound():
+    before = [old("same", b"keep\n"), old("text", b"a\n"), old("hidden", b"a\n")]
+    archive = make_tar(
+        ("workspace/same", "file", b"keep\n"),
+        ("workspace/text", "file", b"b\n"),
+        ("workspace/hidden", "file", b"b\n"),
+        ("workspace/new1", "file", b"1\n" * 8),
+        ("workspace/new2", "file", b"2\n" * 8),
+    )
+
+    async def chunks() -> AsyncGenerator[bytes, None]:
+        yield archive
+
+    def wanted(path: str) -> bool:
+        return not path.endswith("hidden")
+
+    current = asyncio.run(workspace_now(chunks(), "workspace", before, wanted, keep_max=20))
+    assert current["same"] is UNCHANGED
+    assert current["text"].data == b"b\n" and current["hidden"].data is None
+    # new1 fits in the 20 bytes with text's 2; new2 does not.
+    assert current["new1"].data == b"1\n" * 8
+    assert current["new2"].data is None and current["new2"].omitted
+    changes = {c["path"]: c for c in run(before, current)["changes"]}
+    assert changes["/workspace/new2"] == {
+        "path": "/workspace/new2",
+        "status": "added",
+        "diff_omitted": True,
+    }
+    assert changes["/workspace/new1"]["diff"].endswith("+1\n")

@@ -458,12 +458,14 @@ class RestoreSessionRequest(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., snapshot_id: _Optional[str] = ...) -> None: ...
 
 class RestoreSessionResponse(_message.Message):
-    __slots__ = ("session", "stopped_process_ids")
+    __slots__ = ("session", "stopped_process_ids", "stopped_other_processes")
     SESSION_FIELD_NUMBER: _ClassVar[int]
     STOPPED_PROCESS_IDS_FIELD_NUMBER: _ClassVar[int]
+    STOPPED_OTHER_PROCESSES_FIELD_NUMBER: _ClassVar[int]
     session: Session
     stopped_process_ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, session: _Optional[_Union[Session, _Mapping]] = ..., stopped_process_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+    stopped_other_processes: int
+    def __init__(self, session: _Optional[_Union[Session, _Mapping]] = ..., stopped_process_ids: _Optional[_Iterable[str]] = ..., stopped_other_processes: _Optional[int] = ...) -> None: ...
 
 class ListSnapshotsRequest(_message.Message):
     __slots__ = ()
