@@ -29,7 +29,7 @@ import errno
 import os
 import selectors
 import signal
-from typing import TYPE_CHECKING, Callable, Deque, Tuple
+from typing import TYPE_CHECKING, Callable, Deque, Set, Tuple
 
 from . import calls, healing, procs, protocol
 from .capture import Capture
@@ -161,9 +161,15 @@ def op_signal(agent: Agent, rid: int, request: protocol.Signal, body: bytes) -> 
                 pass
 
 
-class ProgramOps(calls.CallOps):
+class ProgramOps(calls.CallOps, healing.HealOps):
     """The agent's methods for programs: calls.CallOps, with a program's start,
     stdin, announcement and end (a mixin of loop.Agent)."""
+
+    def stop_leftovers(self, keep: Set[int]) -> int:
+        """A restore's stop: running programs end too (DESIGN), where running
+        calls are kept (they hold the session's write lock, programs do not)."""
+        programs = {c.group for c in self.calls.values() if isinstance(c, Program)}
+        return super().stop_leftovers(keep - programs)
 
     def start_program(self, rid: int, request: protocol.Spawn, argv: Tuple[str, ...]) -> None:
         if not argv or not argv[0]:

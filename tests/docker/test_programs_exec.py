@@ -130,3 +130,20 @@ def test_secrets_are_redacted_from_output_and_files(make_daemon, tmp_path):
         assert result.exit_code == 0 and result.stdout.strip()
         assert b"s3cr3t" not in result.stdout
         assert b"s3cr3t" not in session.read_file_bytes("/tmp/t")
+
+
+def test_a_restore_ends_running_execs_and_close_ends_them_too(client, docker_client):
+    with client.session() as session:
+        snapshot = session.snapshot()
+        with session.exec_stream(["sleep", "3000"]) as stream:
+            events = stream.events()
+            assert next(events)[0] == "started"
+            session.restore(snapshot.id)
+            kind, ended = next(events)
+            assert (kind, ended.signal) == ("exit", "KILL")
+        closing = session.exec_stream(["sleep", "3001"])
+        events = closing.events()
+        assert next(events)[0] == "started"
+    with pytest.raises(ToolrtRpcError) as closed:
+        list(events)
+    assert closed.value.reason == "SANDBOX_LOST"
