@@ -13,7 +13,10 @@ deadline, a disconnect) and its tree's end are handled as a command's are
 - its stdin is fed by Stdin events as they arrive, a Credit back for each
   one written, so the agent holds at most a window of them;
 - its output goes out as Output events as it is read (redacted, as every
-  command's), up to a cap per stream; the rest is counted, never captured;
+  command's), up to a cap per stream, the rest counted, never captured;
+  past a window of events the daemon has not credited back, its pipes
+  are not read (the program waits on them), so a slow client holds the
+  program back rather than filling the daemon's memory;
 - Signal events reach its process group.
 
 No spare shell, no shell state, no kept answer: a program's only listener
@@ -29,9 +32,9 @@ import errno
 import os
 import selectors
 import signal
-from typing import TYPE_CHECKING, Callable, Deque, Set, Tuple
+from typing import TYPE_CHECKING, Callable, Deque, Dict, Optional, Set, Tuple
 
-from . import calls, healing, procs, protocol
+from . import calls, flow, healing, procs, protocol
 from .capture import Capture
 from .ops import operation
 from .redact import Redactor
@@ -59,6 +62,22 @@ class Forward(Capture):
         self.dropped += len(data) - len(chunk)
         if chunk:
             self._send(chunk)
+
+
+class OutputCredits(flow.Outflow):
+    """A program's Output events the daemon has room for. Its Credits arrive
+    on the loop (file_ops.op_credit), which resumes reading the program's
+    output once there is room again."""
+
+    def __init__(self, window: int, resume: Callable[[], None]) -> None:
+        super().__init__(window)
+        self.left = max(1, window)
+        self._resume = resume
+
+    def grant(self, chunks: int) -> None:
+        self.left += max(0, chunks)
+        if self.left > 0:
+            self._resume()
 
 
 class Program(calls.Call):
@@ -90,6 +109,9 @@ class Program(calls.Call):
         self.stdin_watched = False
         self.pending: Deque[memoryview] = collections.deque()
         self.eof = False
+        # Its output pipes while out of credits: off the selector.
+        self.paused: Dict[int, str] = {}
+        self.credits: Optional[OutputCredits] = None
 
 
 def _sender(send: Callable[[str, bytes], None], name: str) -> Callable[[bytes], None]:
@@ -165,6 +187,8 @@ class ProgramOps(calls.CallOps, healing.HealOps):
     """The agent's methods for programs: calls.CallOps, with a program's start,
     stdin, announcement and end (a mixin of loop.Agent)."""
 
+    flows: Dict[int, flow.Flow]
+
     def stop_leftovers(self, keep: Set[int]) -> int:
         """A restore's stop: running programs end too (DESIGN), where running
         calls are kept (they hold the session's write lock, programs do not)."""
@@ -180,9 +204,15 @@ class ProgramOps(calls.CallOps, healing.HealOps):
         def send(name: str, chunk: bytes) -> None:
             self.announce(program)  # output proves the exec succeeded
             self.send(protocol.Output(stream=name), rid, chunk, epoch)
+            credits.left -= 1
+            if credits.left <= 0:
+                self.pause_output(program)
 
         program = Program(rid, request, argv, self.groups.allocate(), self.redactor, send)
         program.epoch = epoch
+        credits = OutputCredits(request.output_window, lambda: self.resume_output(program))
+        program.credits = credits
+        self.flows[rid] = credits
         self.healer.started(program.group, f"spawn {rid}")
         self.relieve(healing.pressure(), {program.group})
         out_r, out_w = os.pipe2(os.O_CLOEXEC)
@@ -214,6 +244,7 @@ class ProgramOps(calls.CallOps, healing.HealOps):
         except OSError as exc:
             for fd in {out_r, err_r, report_r, stdin_w, *theirs} - {-1}:
                 os.close(fd)
+            self.flows.pop(rid, None)
             self.fail(rid, *procs.failure_of_spawn(procs.STAGE_SETUP, exc.errno or 0, ""))
             return
         for fd in theirs:
@@ -236,6 +267,32 @@ class ProgramOps(calls.CallOps, healing.HealOps):
         closed = call.report_fd < 0 and call.spawn_error is None
         if isinstance(call, Program) and closed:
             self.announce(call)
+
+    # -- output, within the daemon's credits ---------------------------------
+    def pause_output(self, program: Program) -> None:
+        if program.status is not None:
+            return  # ended: what it left in its pipes is taken whole (drain)
+        for fd, name in program.fds.items():
+            if fd not in program.paused:
+                self.sel.unregister(fd)
+                program.paused[fd] = name
+
+    def resume_output(self, program: Program) -> None:
+        for fd in program.paused:
+            self.sel.register(fd, selectors.EVENT_READ, ("out", program))
+        program.paused.clear()
+
+    def on_output(self, fd: int, call: calls.Call, draining: bool = False) -> None:
+        if isinstance(call, Program) and fd in call.paused:
+            return  # paused in this round of events: read once credits come
+        super().on_output(fd, call, draining)
+
+    def drain(self, call: calls.Call) -> None:
+        # What an ended program wrote is taken whatever the credits (a pipe's
+        # worth at most): its pipes go back on the selector to be read and closed.
+        if isinstance(call, Program):
+            self.resume_output(call)
+        super().drain(call)
 
     # -- stdin --------------------------------------------------------------
     def feed(self, program: Program, data: bytes, eof: bool) -> None:
@@ -292,6 +349,8 @@ class ProgramOps(calls.CallOps, healing.HealOps):
     # -- the end ------------------------------------------------------------
     def abort(self, call: calls.Call, message: str) -> None:
         if isinstance(call, Program):
+            self.resume_output(call)
+            self.flows.pop(call.rid, None)
             self.close_input(call)
         super().abort(call, message)
 
@@ -301,6 +360,8 @@ class ProgramOps(calls.CallOps, healing.HealOps):
             return
         if call.done:
             return
+        self.resume_output(call)  # later output is read and dropped, never left to block
+        self.flows.pop(call.rid, None)
         for name, stream in call.redactors.items():
             self.take_output(call, name, stream.flush())
         self.close_input(call)

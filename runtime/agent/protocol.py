@@ -534,7 +534,9 @@ class Spawn(Message):
     followed by a NUL byte (argv[0] without a slash is looked up in env's
     PATH). The agent answers with a Spawned event once the program runs (or
     a Failure: FILE_NOT_FOUND, PERMISSION_DENIED, NOT_A_DIRECTORY for it or
-    the cwd), streams its Output as it comes, and ends with a SpawnExit."""
+    the cwd), streams its Output as it comes (within output_window), and
+    ends with a SpawnExit. Credits go both ways on its request id: the
+    agent's for Stdin events, the daemon's for Output events."""
 
     OP: ClassVar[str] = "spawn"
     cwd: str = WORKSPACE
@@ -548,6 +550,10 @@ class Spawn(Message):
     window: int = WINDOW_CHUNKS
     # Output bytes per stream sent as Output events; the rest is counted.
     output_cap: int = 16 << 20
+    # Output events sent and not yet credited back by the daemon (a Credit
+    # per event it passed on): past them the agent stops reading the
+    # program's output, which then waits in its pipes.
+    output_window: int = 16
 
 
 @records.record

@@ -26,6 +26,7 @@ from runtime.errors import (
     ProgramError,
     ToolFailure,
 )
+from runtime.queued import queued_until_done
 from runtime.sandbox.framing import FrameChannel
 
 R = TypeVar("R", bound=protocol.Message)
@@ -387,21 +388,14 @@ class AgentClient:
                 failures=failures,
             )
         )
+
+        async def taken(chunk: bytes) -> None:
+            # The caller asks for more: the agent may send one more.
+            await self.channel.send(protocol.Credit(chunks=1), request_id)
+
         try:
-            while not (call.done() and arrived.empty()):
-                if arrived.empty():
-                    getter = asyncio.ensure_future(arrived.get())
-                    await asyncio.wait({getter, call}, return_when=asyncio.FIRST_COMPLETED)
-                    if not getter.done():
-                        getter.cancel()
-                        continue
-                    chunk = getter.result()
-                else:
-                    chunk = arrived.get_nowait()
+            async for chunk in queued_until_done(call, arrived, taken):
                 yield chunk
-                # The caller asks for more: the agent may send one more.
-                if not call.done():
-                    await self.channel.send(protocol.Credit(chunks=1), request_id)
             call.result()
         finally:
             if not call.done():
@@ -430,21 +424,26 @@ class AgentClient:
         request: protocol.Spawn,
         argv: list[str],
         inputs: AsyncIterable[tuple[protocol.Stdin | protocol.Signal, bytes]],
-        on_event: Callable[[protocol.Spawned | protocol.Output, bytes], None],
-    ) -> protocol.SpawnExit:
-        """Run a program: `inputs` (stdin bytes, signals) go to it as they
-        come, stdin within the agent's credits; `on_event` sees it start
-        (Spawned) and its output (Output, the chunk). Cancelling this kills
-        its whole tree."""
+    ) -> AsyncGenerator[tuple[protocol.Message, bytes], None]:
+        """Run a program: its Spawned event, its Output events (with their
+        chunks) as the caller takes them, and last its SpawnExit.
+
+        `inputs` (stdin bytes, signals) go to it as they come, stdin within
+        the agent's credits. Output comes within the daemon's: a credit goes
+        back as the caller takes each event, so a slow reader holds the
+        program back and what waits here is a window of events. Closing
+        this early (the caller cancelled) kills the program's whole tree.
+        """
         window = _Window(request.window)
+        arrived: asyncio.Queue[tuple[protocol.Message, bytes]] = asyncio.Queue()
 
         def on_frame(frame: protocol.Frame) -> None:
             if frame.op == protocol.Credit.OP:
                 window.grant(frame.as_type(protocol.Credit).chunks)
             elif frame.op == protocol.Spawned.OP:
-                on_event(frame.as_type(protocol.Spawned), b"")
+                arrived.put_nowait((frame.as_type(protocol.Spawned), b""))
             elif frame.op == protocol.Output.OP:
-                on_event(frame.as_type(protocol.Output), frame.body)
+                arrived.put_nowait((frame.as_type(protocol.Output), frame.body))
 
         async def feed(request_id: int) -> None:
             async for message, data in inputs:
@@ -462,18 +461,35 @@ class AgentClient:
                 if message.eof and not pieces:
                     await self.channel.send(protocol.Stdin(eof=True), request_id)
 
+        request_id = self.channel.next_id()
         body = b"".join(arg.encode("utf-8", "surrogateescape") + b"\0" for arg in argv)
-        within = request.timeout_s + request.grace_s + ANSWER_MARGIN_S
-        reply, _ = await self._call(
-            request,
-            protocol.SpawnExit,
-            body,
-            on_event=on_frame,
-            within_s=within,
-            feed=feed,
-            failures=program_failure_of,
+        call = asyncio.ensure_future(
+            self._call(
+                request,
+                protocol.SpawnExit,
+                body,
+                on_event=on_frame,
+                within_s=request.timeout_s + request.grace_s + ANSWER_MARGIN_S,
+                feed=feed,
+                request_id=request_id,
+                failures=program_failure_of,
+            )
         )
-        return reply
+
+        async def taken(event: tuple[protocol.Message, bytes]) -> None:
+            if isinstance(event[0], protocol.Output):
+                await self.channel.send(protocol.Credit(chunks=1), request_id)
+
+        try:
+            async for event in queued_until_done(call, arrived, taken):
+                yield event
+            reply, _ = call.result()
+            yield reply, b""
+        finally:
+            if not call.done():
+                call.cancel()
+                with contextlib.suppress(BaseException):
+                    await call
 
     # -- network ------------------------------------------------------------
     async def relay_start(self) -> protocol.RelayReady:

@@ -8,7 +8,6 @@ refusal with a status (`audit.guard`).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import hashlib
 import time
@@ -21,7 +20,6 @@ from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
 from runtime.agent import protocol
 from runtime.audit import AuditLog
 from runtime.server.auth import principal_of
-from runtime.server.streaming import events_until_done
 from runtime.sessions.programs import ExecSpec, Programs, WriteSpec, new_exec_id, refused
 
 
@@ -107,41 +105,34 @@ class ProgramRpcs:
             raise refused(msg)
         spec = exec_spec_from_pb(first.start)
         exec_id = spec.exec_id or new_exec_id()
-        events: asyncio.Queue[pb.ExecEvent] = asyncio.Queue()
-
-        def on_event(message: protocol.Spawned | protocol.Output, data: bytes) -> None:
-            if isinstance(message, protocol.Spawned):
-                started_pb = pb.ExecStarted(exec_id=exec_id, pid=message.pid)
-                events.put_nowait(pb.ExecEvent(started=started_pb))
-            elif message.stream == "stderr":
-                events.put_nowait(pb.ExecEvent(stderr=data))
-            else:
-                events.put_nowait(pb.ExecEvent(stdout=data))
-
         inputs = exec_inputs(request_iterator, spec.stdin_open)
-        task = asyncio.ensure_future(self._programs.exec(who.tenant, spec, inputs, on_event))
-        try:
-            async for event in events_until_done(task, events):
-                yield event
-            with self._audit.guard("exec", who, spec.session_id):
-                reply = task.result()
-            self._audit.transfer(
-                "exec",
-                who,
-                spec.session_id,
-                started,
-                exit_code=reply.exit_code,
-                exec_id=exec_id,
-                **argv_digest(spec),
-            )
-            yield pb.ExecEvent(exit=exit_to_pb(reply))
-        finally:
-            # The client went away, cancelled or ran out of time: the
-            # program's whole tree is killed (its agent request is cancelled).
-            if not task.done():
-                task.cancel()
-                with contextlib.suppress(BaseException):
-                    await task
+        events = self._programs.exec(who.tenant, spec, inputs)
+        ended = protocol.SpawnExit()
+        with self._audit.guard("exec", who, spec.session_id):
+            # Leaving early (the client cancelled, went away or ran out of
+            # time) closes `events`: the program's whole tree is killed.
+            async with contextlib.aclosing(events):
+                async for message, data in events:
+                    if isinstance(message, protocol.Spawned):
+                        started_pb = pb.ExecStarted(exec_id=exec_id, pid=message.pid)
+                        yield pb.ExecEvent(started=started_pb)
+                    elif isinstance(message, protocol.Output):
+                        if message.stream == "stderr":
+                            yield pb.ExecEvent(stderr=data)
+                        else:
+                            yield pb.ExecEvent(stdout=data)
+                    elif isinstance(message, protocol.SpawnExit):
+                        ended = message
+        self._audit.transfer(
+            "exec",
+            who,
+            spec.session_id,
+            started,
+            exit_code=ended.exit_code,
+            exec_id=exec_id,
+            **argv_digest(spec),
+        )
+        yield pb.ExecEvent(exit=exit_to_pb(ended))
 
     async def ReadFile(
         self, request: pb.ReadFileRequest, context: grpc.aio.ServicerContext

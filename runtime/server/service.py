@@ -22,10 +22,10 @@ from runtime.core import Core
 from runtime.dialects import registry as dialects
 from runtime.errors import AuditUnavailable
 from runtime.models import ToolResult
+from runtime.queued import queued_until_done
 from runtime.server import convert
 from runtime.server.auth import principal_of
 from runtime.server.programs import ProgramRpcs
-from runtime.server.streaming import events_until_done
 from runtime.state.sessions import SessionRecord
 
 
@@ -139,7 +139,7 @@ class ToolRuntimeService(ProgramRpcs, pb_grpc.ToolRuntimeServicer):
             self._calls.execute(who.tenant, request.session_id, call, on_output=on_output)
         )
         try:
-            async for event in events_until_done(task, events):
+            async for event in queued_until_done(task, events):
                 yield event
             with self._audit.guard("call", who, request.session_id, [call]):
                 result = task.result()

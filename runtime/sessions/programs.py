@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import posixpath
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Callable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Iterator
 from dataclasses import dataclass, field
 
 from runtime.agent import protocol
@@ -205,9 +205,10 @@ class Programs:
         tenant: str,
         spec: ExecSpec,
         inputs: AsyncIterable[tuple[protocol.Stdin | protocol.Signal, bytes]],
-        on_event: Callable[[protocol.Spawned | protocol.Output, bytes], None],
-    ) -> protocol.SpawnExit:
-        """Run the program; `inputs` feed it, `on_event` sees it start and its output."""
+    ) -> AsyncGenerator[tuple[protocol.Message, bytes], None]:
+        """Run the program, fed by `inputs`: its Spawned event, its Output
+        events as the caller takes them, and last its SpawnExit. Closing
+        this early kills the program's whole tree."""
         argv = self.argv_of(spec)
         cwd = in_sandbox(spec.cwd or WORKSPACE, "cwd")
         for name, value in spec.env.items():
@@ -235,7 +236,10 @@ class Programs:
                 stdin_open=spec.stdin_open,
                 output_cap=min(spec.output_cap_bytes or ceiling, ceiling),
             )
-            return await session.sandbox.agent.spawn(request, argv, inputs, on_event)
+            events = session.sandbox.agent.spawn(request, argv, inputs)
+            async with contextlib.aclosing(events):
+                async for event in events:
+                    yield event
 
     @staticmethod
     def argv_of(spec: ExecSpec) -> list[str]:

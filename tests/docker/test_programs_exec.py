@@ -147,3 +147,25 @@ def test_a_restore_ends_running_execs_and_close_ends_them_too(client, docker_cli
     with pytest.raises(ToolrtRpcError) as closed:
         list(events)
     assert closed.value.reason == "SANDBOX_LOST"
+
+
+def test_a_client_that_does_not_read_holds_the_program_back(session, docker_client):
+    size = 32 << 20
+    command = f"head -c {size} /dev/zero; echo written >&2"
+    with session.exec_stream(command=command, stdin_open=False) as stream:
+        events = stream.events()
+        assert next(events)[0] == "started"
+        # Unread, the output waits in the program's pipe, not in the daemon:
+        # a window of events and the pipes hold far less than the output, so
+        # the program cannot end (without flow control it would, at once).
+        for _ in range(30):
+            assert any(p.startswith("head -c") for p in user_processes(docker_client, session.id))
+        got, err, ended = 0, b"", None
+        for kind, value in events:
+            if kind == "stdout":
+                got += len(value)
+            elif kind == "stderr":
+                err += value
+            elif kind == "exit":
+                ended = value
+        assert (got, err, ended.exit_code, ended.stdout_dropped_bytes) == (size, b"written\n", 0, 0)
