@@ -412,8 +412,8 @@ class Config(BaseModel):
     exec_output_cap_bytes: int = Field(64 * MiB, ge=0)
     """Bytes of each output stream (stdout, stderr) an `Exec` sends: its
     `output_cap_bytes` when 0 and its ceiling (the rest is counted in
-    ExecExit, not sent). The daemon may hold up to this much per stream of
-    an Exec whose client reads slowly."""
+    ExecExit, not sent). A client that reads slowly holds its program back
+    (flow control), so the daemon holds a small window per Exec, not this."""
     file_max_bytes: int = Field(1024 * MiB, ge=0)
     """Largest file `ReadFile` sends: its `max_bytes` when 0 and its ceiling
     (a larger file is FILE_TOO_LARGE, never cut)."""
