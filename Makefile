@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 ENGINE_STAMP := .engine-ok
 
-.PHONY: help venv proto proto-check floors engine helper image daemon-image run test test-runsc test-gvisor test-fast fuzz chaos lint bench clean
+.PHONY: help venv proto proto-check typescript-proto typescript-proto-check lint-typescript test-typescript floors engine helper go agent test-agent fuzz-agent agent-proto-check image daemon-image run test test-runsc test-gvisor test-fast fuzz chaos lint bench clean
 
 help: ## list targets
 	@grep -hE '^[a-zA-Z0-9_.-]+:([^=].*)?## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -46,6 +46,39 @@ $(HELPER): runtime/agent/spawn.c
 
 helper: $(HELPER) ## build the agent's native spawn helper
 
+# The static agent (static-agent/, Go, stdlib only): one binary with no libc
+# dependency, so it runs in any Linux image of the host's architecture.
+# Opt-in for now (config key `agent = "static"`); the Python agent stays the default.
+GO ?= go
+AGENT := runtime/agent/toolrt-agent
+AGENT_SOURCES := static-agent/go.mod $(shell find static-agent -name '*.go' -not -name '*_test.go' 2>/dev/null)
+AGENT_FUZZTIME ?= 30s
+
+go: ## make sure Debian's golang-go and busybox-static are installed (apt, as root, when missing)
+	@bash scripts/ensure-agent-tools.sh
+
+$(AGENT): $(AGENT_SOURCES)
+	@bash scripts/ensure-agent-tools.sh
+	cd static-agent && CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o ../$(AGENT) .
+	@echo "built $(AGENT) ($$(stat -c %s $(AGENT)) bytes)"
+
+agent: $(AGENT) $(HELPER) ## build the static agent (Go) beside the Python one; it starts commands through the C helper
+
+test-agent: go ## go vet and go test of the static agent (its codec against the golden frames)
+	cd static-agent && CGO_ENABLED=0 $(GO) vet ./... && CGO_ENABLED=0 $(GO) test ./...
+
+fuzz-agent: go ## fuzz the static agent's frame decoder for AGENT_FUZZTIME (default 30s)
+	cd static-agent && CGO_ENABLED=0 $(GO) test ./protocol -run '^$$' -fuzz FuzzDecoder -fuzztime $(AGENT_FUZZTIME)
+
+# protocol.py is the one definition of the agent's messages: the Go types and
+# the golden frames are generated from it and must be committed as generated.
+agent-proto-check: $(STAMP) go ## fail if static-agent/protocol differs from what runtime/static-agent/protocol.py generates
+	$(PY) scripts/gen_agent_protocol.py
+	$(PY) scripts/gen_agent_golden.py
+	git diff --exit-code -- static-agent/protocol static-agent/testdata
+	@new=$$(git ls-files --others --exclude-standard -- static-agent/protocol static-agent/testdata); \
+	if [ -n "$$new" ]; then echo "generated but not committed: $$new"; exit 1; fi
+
 image: $(STAMP) engine $(HELPER) ## build the default sandbox image if its recipe changed
 	$(VENV)/bin/toolrt image build
 
@@ -57,7 +90,7 @@ daemon-image: image ## the daemon's own container image (toolrt-daemon), offline
 run: image ## start the daemon in the foreground on 127.0.0.1:50051
 	$(VENV)/bin/toolrt serve $(ARGS)
 
-test: image ## the whole suite against the real Docker engine (the long chaos cases: make chaos)
+test: image agent ## the whole suite against the real Docker engine (the long chaos cases: make chaos)
 	$(PY) -m pytest -m "not chaos" $(PYTEST_ARGS)
 
 # The Docker suite again with every sandbox under gVisor (TOOLRT_TEST_RUNTIME=runsc;
@@ -66,7 +99,7 @@ test: image ## the whole suite against the real Docker engine (the long chaos ca
 # daemons (installed, or in the daemon image) run under the engine's default.
 # About 13-19 minutes on two shared cores. Without runsc registered in the
 # engine it says so loudly and passes: CI registers it (ensure-docker.sh).
-test-runsc: image ## tests/docker with every sandbox under gVisor (runsc); CI runs it after make test
+test-runsc: image agent ## tests/docker with every sandbox under gVisor (runsc); CI runs it after make test
 	@if ! docker info --format '{{json .Runtimes}}' 2>/dev/null | grep -q '"runsc"'; then \
 		echo '!!!!!!!! test-runsc SKIPPED: runsc is not registered with this Docker engine !!!!!!!!'; \
 		echo '!!!!!!!! (scripts/ensure-docker.sh as root installs and registers it)       !!!!!!!!'; \
@@ -77,8 +110,15 @@ test-runsc: image ## tests/docker with every sandbox under gVisor (runsc); CI ru
 
 test-gvisor: test-runsc ## the same as test-runsc
 
-test-fast: $(STAMP) helper ## every test not marked docker (tests/unit and a few beside Docker ones): no engine, under a minute
+test-fast: $(STAMP) helper $(AGENT) ## every test not marked docker (tests/unit and a few beside Docker ones): no engine, under a minute
 	$(PY) -m pytest -m "not docker" $(PYTEST_ARGS)
+
+# The providers (runtime/integrations) driven by mini-swe-agent's and Deep Agents'
+# own code against a daemon started for the run, in .venv-integrations (built
+# from the extras at the versions of tests/integrations/constraints.txt).
+.PHONY: test-integrations
+test-integrations: image ## the harness providers through the harnesses' own loops and suites
+	bash scripts/test_integrations.sh $(PYTEST_ARGS)
 
 # `make test` runs the fuzz tests too, each with a small derandomized budget;
 # this runs them with FUZZ_EXAMPLES random examples per target (not in CI).
@@ -106,6 +146,29 @@ bench: image ## benchmark vs docker exec and llm-sandbox (BENCH_ARGS=--quick); w
 	bash bench/setup.sh
 	bench/.venv/bin/python -m bench.run $(BENCH_ARGS)
 	$(PY) -m bench.restarts
+
+TS := sdk/typescript
+NPM := npm --prefix $(TS)
+
+$(TS)/node_modules/.package-lock.json: $(TS)/package-lock.json
+	$(NPM) ci --no-audit --no-fund
+
+typescript-proto: $(TS)/node_modules/.package-lock.json ## regenerate sdk/typescript/src/gen from proto/ (buf, protoc-gen-es)
+	cd $(TS) && npx buf generate ../../proto
+
+typescript-proto-check: typescript-proto ## fail if the TypeScript SDK's generated messages differ from proto/
+	git diff --exit-code -- $(TS)/src/gen
+	@new=$$(git ls-files --others --exclude-standard -- $(TS)/src/gen); \
+	if [ -n "$$new" ]; then echo "generated but not committed: $$new"; exit 1; fi
+
+lint-typescript: $(TS)/node_modules/.package-lock.json ## tsc --noEmit and eslint on the TypeScript SDK
+	cd $(TS) && npx tsc --noEmit -p tsconfig.json && npx eslint .
+
+# npm ci from the lockfile, then the SDK's tests (node --test) beside three real
+# daemons on 127.0.0.1 that scripts/typescript_daemons.py starts and stops.
+test-typescript: image ## the TypeScript SDK's tests against real daemons (Docker, default image)
+	$(NPM) ci --no-audit --no-fund
+	PYTHONPATH=. $(PY) scripts/typescript_daemons.py -- $(NPM) test
 
 clean: ## remove the venv and caches (not images)
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

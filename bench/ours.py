@@ -103,6 +103,11 @@ class Daemon:
                     raise RuntimeError(msg) from None
                 time.sleep(0.1)
 
+    @property
+    def state_dir(self) -> str:
+        """The daemon's own temporary state_dir (removed by stop())."""
+        return self._state.name
+
     def rss(self) -> int:
         return int(psutil.Process(self.proc.pid).memory_info().rss)
 

@@ -1,7 +1,7 @@
 """The targets of issues 4 and 17, as ratios of samples from one run (or
 absolute figures where the target is one), printed and written as markdown
-(bench/results/latest.md, also spliced into README.md) and as a
-latency/throughput plot."""
+(bench/results/latest.md, also spliced into docs/benchmarks.md, and a few
+headline ratios into README.md) and as a latency/throughput plot."""
 
 from __future__ import annotations
 
@@ -13,8 +13,12 @@ from typing import Any
 
 from bench.stats import Sample
 
-README_START = "<!-- bench:start -->"
-README_END = "<!-- bench:end -->"
+# Every table, in docs/benchmarks.md.
+BENCH_START = "<!-- bench:start -->"
+BENCH_END = "<!-- bench:end -->"
+# A few headline ratios, in README.md.
+HEADLINE_START = "<!-- bench:headline:start -->"
+HEADLINE_END = "<!-- bench:headline:end -->"
 # The identity section, inside the above: `--only tenants` replaces just this.
 TENANTS_START = "<!-- bench:tenants:start -->"
 TENANTS_END = "<!-- bench:tenants:end -->"
@@ -193,6 +197,25 @@ def target_table(found: list[Check], names: dict[str, str]) -> list[str]:
     return lines
 
 
+# The README's summary: the checks a newcomer asks about first.
+HEADLINE = (
+    "exec vs exec_run (p50, x faster)",
+    "exec / host (p50)",
+    "read vs get_archive (p50, x faster)",
+    "warm / create_start (p50)",
+    "cold / create_start (p50)",
+    "throughput, 8 sessions x 8 callers (calls/s)",
+    "exec vs llm_exec (p50, x faster)",
+)
+
+
+def headline(found: list[Check], names: dict[str, str], measured: str) -> list[str]:
+    """The README's few ratios, in HEADLINE's order, from the run's target checks."""
+    by_what = {check.what: check for check in found}
+    picked = [by_what[what] for what in HEADLINE if what in by_what]
+    return [measured, "", *target_table(picked, names)]
+
+
 def curve_table(curve: list[tuple[int, Sample]]) -> list[str]:
     lines = [
         "| concurrent sessions | calls | calls/s | p50 ms | p90 ms | p99 ms | failed |",
@@ -236,18 +259,16 @@ def plot(curve: list[tuple[int, Sample]], path: Path) -> bool:
     return True
 
 
-def splice_readme(
-    readme: Path, markdown: str, start: str = README_START, end: str = README_END
-) -> bool:
-    """Replace what lies between the markers `start` and `end` of the README."""
-    if not readme.exists():
+def splice(page: Path, markdown: str, start: str = BENCH_START, end: str = BENCH_END) -> bool:
+    """Replace what lies between the markers `start` and `end` of a page."""
+    if not page.exists():
         return False
-    text = readme.read_text()
+    text = page.read_text()
     if start not in text or end not in text:
         return False
     head, rest = text.split(start, 1)
     _, tail = rest.split(end, 1)
-    readme.write_text(f"{head}{start}\n{markdown}\n{end}{tail}")
+    page.write_text(f"{head}{start}\n{markdown}\n{end}{tail}")
     return True
 
 

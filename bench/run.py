@@ -3,14 +3,14 @@
     bench/.venv/bin/python -m bench.run [--quick] [--only tenants]
 
 Prints the latency table, the targets as ratios (misses marked), and the
-concurrency curve; writes bench/results/latest.{md,json}, curve.png, and the
-README's Benchmarks section. The identity figures (bench/tenants.py) also go
-to bench/results/tenants.{md,json}; `--only tenants` measures just those and
-replaces just their part of the README. runc and runsc side by side
+concurrency curve; writes bench/results/latest.{md,json}, curve.png, every
+table into docs/benchmarks.md and a few headline ratios into README.md. The
+identity figures (bench/tenants.py) also go to bench/results/tenants.{md,json};
+`--only tenants` measures just those and replaces just their part of
+docs/benchmarks.md; so do another tenant's calls beside each attempt to
+exhaust a share (bench/shares.py) with `--only shares`. runc and runsc side by side
 (bench/runtimes.py) also go to bench/results/runtimes.{md,json}; `--only
-runtimes` measures just those. Another tenant beside each attempt to exhaust
-a share (bench/shares.py) also goes to bench/results/shares.{md,json};
-`--only shares` measures just those. Removes every container it started.
+runtimes` measures just those. Removes every container it started.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
 import docker
 
@@ -36,10 +36,15 @@ from bench.stats import Sample, interleave
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
+# Where the tables land (between report's markers), and the README's summary.
+DOCS_PAGE = ROOT / "docs" / "benchmarks.md"
+README = ROOT / "README.md"
 CURVE = (1, 4, 16, 64)
 # The throughput target's shape, toolrt and exec_run alike: sessions (containers)
 # and concurrent callers in each.
 THROUGHPUT = (8, 8)
+# What a section measured on its own returns.
+Found = TypeVar("Found")
 
 # Short names used in the target table.
 NAMES = {
@@ -154,12 +159,12 @@ def runtimes_section(s: dict[str, Sample], host: dict[str, str], quick: bool) ->
 
 
 def measured_alone(
-    measure: Callable[[str, str, bool, list[ours.Daemon]], dict[str, Sample]],
+    measure: Callable[[str, str, bool, list[ours.Daemon]], Found],
     args: argparse.Namespace,
     instance: str,
     log_path: str,
-) -> dict[str, Sample]:
-    """One section's samples (`--only`), every container it started removed."""
+) -> Found:
+    """One section's figures (`--only`), every container it started removed."""
     daemons: list[ours.Daemon] = []
     try:
         return measure(instance, log_path, args.quick, daemons)
@@ -167,6 +172,18 @@ def measured_alone(
         left = remove_containers(daemons)
         if left:
             print(f"removed {left} container(s) left by the run", file=sys.stderr)
+
+
+def only_command(args: argparse.Namespace, section: str) -> str:
+    return f"make bench BENCH_ARGS='--only {section}" + (" --quick'" if args.quick else "'")
+
+
+def splice_part(args: argparse.Namespace, markdown: str, start: str, end: str) -> int:
+    """Print a section measured on its own and replace its part of docs/benchmarks.md."""
+    print("\n" + markdown)
+    if not args.no_docs and not report.splice(DOCS_PAGE, markdown, start, end):
+        print(f"{DOCS_PAGE} has no {start} marker: left alone", file=sys.stderr)
+    return 0
 
 
 def only_runtimes(args: argparse.Namespace, instance: str, log_path: str) -> int:
@@ -177,58 +194,58 @@ def only_runtimes(args: argparse.Namespace, instance: str, log_path: str) -> int
 
 def only_tenants(args: argparse.Namespace, instance: str, log_path: str) -> int:
     s = measured_alone(tenants.measure, args, instance, log_path)
-    command = "make bench BENCH_ARGS='--only tenants" + (" --quick'" if args.quick else "'")
-    markdown = "\n".join(identity(s, machine(), args.quick, command))
-    print("\n" + markdown)
-    if not args.no_readme and not report.splice_readme(
-        ROOT / "README.md", markdown, report.TENANTS_START, report.TENANTS_END
-    ):
-        print("README.md has no identity markers: left alone", file=sys.stderr)
-    return 0
+    markdown = "\n".join(identity(s, machine(), args.quick, only_command(args, "tenants")))
+    return splice_part(args, markdown, report.TENANTS_START, report.TENANTS_END)
 
 
-# Sections measured by a module of their own and written to
-# bench/results/<name>.{md,json} and between the module's README markers.
-SECTIONS: dict[str, Any] = {"snapshots": snapshots, "shares": shares}
-
-
-def section_figures(
-    name: str, s: dict[str, Sample], host: dict[str, str], quick: bool, command: str
-) -> str:
-    """Section `name`'s markdown; also written to bench/results/<name>.{md,json}."""
-    module = SECTIONS[name]
-    md = "\n".join(module.section(s, f"Measured by `{command}` on {machine_line(host, quick)}."))
-    (RESULTS / f"{name}.md").write_text(md + "\n")
-    (RESULTS / f"{name}.json").write_text(
+def snapshot_figures(s: dict[str, Sample], host: dict[str, str], quick: bool, command: str) -> str:
+    """The snapshots section; also written to bench/results/snapshots.{md,json}."""
+    md = "\n".join(snapshots.section(s, f"Measured by `{command}` on {machine_line(host, quick)}."))
+    (RESULTS / "snapshots.md").write_text(md + "\n")
+    (RESULTS / "snapshots.json").write_text(
         json.dumps(
             {"machine": host, "quick": quick, "samples": {k: v.as_dict() for k, v in s.items()}},
             indent=1,
         )
     )
-    return str(md)
+    return md
 
 
-def only_section(name: str, args: argparse.Namespace, instance: str, log_path: str) -> int:
-    module = SECTIONS[name]
-    s = measured_alone(module.measure, args, instance, log_path)
-    command = f"make bench BENCH_ARGS='--only {name}" + (" --quick'" if args.quick else "'")
-    markdown = section_figures(name, s, machine(), args.quick, command)
-    print("\n" + markdown)
-    if not args.no_readme and not report.splice_readme(
-        ROOT / "README.md", markdown, module.README_START, module.README_END
-    ):
-        print(f"README.md has no {name} markers: left alone", file=sys.stderr)
-    return 0
+def only_snapshots(args: argparse.Namespace, instance: str, log_path: str) -> int:
+    s = measured_alone(snapshots.measure, args, instance, log_path)
+    markdown = snapshot_figures(s, machine(), args.quick, only_command(args, "snapshots"))
+    return splice_part(args, markdown, snapshots.START, snapshots.END)
+
+
+def share_figures(
+    found: dict[str, shares.Outcome], host: dict[str, str], quick: bool, command: str
+) -> str:
+    """The shares section; also written to bench/results/shares.{md,json}."""
+    measured = f"Measured by `{command}` on {machine_line(host, quick)}."
+    md = "\n".join(shares.section(found, measured))
+    (RESULTS / "shares.md").write_text(md + "\n")
+    (RESULTS / "shares.json").write_text(
+        json.dumps({"machine": host, "quick": quick, "attempts": shares.as_json(found)}, indent=1)
+    )
+    return md
+
+
+def only_shares(args: argparse.Namespace, instance: str, log_path: str) -> int:
+    found = measured_alone(shares.measure, args, instance, log_path)
+    markdown = share_figures(found, machine(), args.quick, only_command(args, "shares"))
+    return splice_part(args, markdown, shares.START, shares.END)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer samples (~2 minutes)")
-    parser.add_argument("--no-readme", action="store_true", help="leave README.md alone")
+    parser.add_argument(
+        "--no-docs", action="store_true", help="leave README.md and docs/benchmarks.md alone"
+    )
     parser.add_argument(
         "--only",
         choices=["tenants", "snapshots", "runtimes", "shares"],
-        help="just this section (its part of the README; runtimes: no README)",
+        help="just this section (its part of docs/benchmarks.md; runtimes: none)",
     )
     args = parser.parse_args()
     quick = args.quick
@@ -239,10 +256,12 @@ def main() -> int:
     Path(log_path).write_text("")
     if args.only == "tenants":
         return only_tenants(args, instance, log_path)
-    if args.only in SECTIONS:
-        return only_section(args.only, args, instance, log_path)
+    if args.only == "snapshots":
+        return only_snapshots(args, instance, log_path)
     if args.only == "runtimes":
         return only_runtimes(args, instance, log_path)
+    if args.only == "shares":
+        return only_shares(args, instance, log_path)
     base = Baselines(instance, quick)
     s: dict[str, Sample] = {}
     extra: dict[str, int] = {}
@@ -406,17 +425,17 @@ def main() -> int:
         *runtimes_section(by_runtime, host, quick),
     ]
     if drew:
-        md += ["", "![latency and throughput by concurrent sessions](bench/results/curve.png)"]
+        md += ["", "![latency and throughput by concurrent sessions](../bench/results/curve.png)"]
     command = "make bench" + (" BENCH_ARGS=--quick" if quick else "")
     md += ["", report.TENANTS_START, *identity(ident, host, quick, command), report.TENANTS_END]
-    snap_md = section_figures("snapshots", snaps, host, quick, command)
-    md += ["", snapshots.README_START, snap_md, snapshots.README_END]
-    share_md = section_figures("shares", beside, host, quick, command)
-    md += ["", shares.README_START, share_md, shares.README_END]
+    snap_md = snapshot_figures(snaps, host, quick, command)
+    md += ["", snapshots.START, snap_md, snapshots.END]
+    share_md = share_figures(beside, host, quick, command)
+    md += ["", shares.START, share_md, shares.END]
     markdown = "\n".join(md)
     print("\n" + markdown)
-    # latest.md sits beside the plot; the README links it from the root.
-    (RESULTS / "latest.md").write_text(markdown.replace("](bench/results/", "](") + "\n")
+    # latest.md sits beside the plot; docs/benchmarks.md links it from docs/.
+    (RESULTS / "latest.md").write_text(markdown.replace("](../bench/results/", "](") + "\n")
     (RESULTS / "latest.json").write_text(
         json.dumps(
             {
@@ -430,13 +449,15 @@ def main() -> int:
                 "targets": [c.__dict__ for c in found],
                 "identity": {k: v.as_dict() for k, v in ident.items()},
                 "runtimes": {k: v.as_dict() for k, v in by_runtime.items()},
-                "shares": {k: v.as_dict() for k, v in beside.items()},
             },
             indent=1,
         )
     )
-    if not args.no_readme:
-        report.splice_readme(ROOT / "README.md", markdown)
+    if not args.no_docs:
+        report.splice(DOCS_PAGE, markdown)
+        measured = f"Measured by `{command}` on {host['date']} ({host['cpus']} CPUs)."
+        summary = report.headline(found, NAMES, measured)
+        report.splice(README, "\n".join(summary), report.HEADLINE_START, report.HEADLINE_END)
     return 0
 
 

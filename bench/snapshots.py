@@ -30,8 +30,8 @@ SIZES = {"1M": (64, 16 << 10), "100M": (100, MiB)}
 INLINE_MAX = 48 * MiB
 LIMITS = {"workspace_bytes": 256 * MiB, "memory_bytes": 512 * MiB}
 
-README_START = "<!-- bench:snapshots:start -->"
-README_END = "<!-- bench:snapshots:end -->"
+START = "<!-- bench:snapshots:start -->"
+END = "<!-- bench:snapshots:end -->"
 
 NAMES = {
     "snap": "SnapshotSession",

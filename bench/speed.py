@@ -12,6 +12,8 @@ median over rounds of:
 Operations: `GetSession` (the transport and authentication alone), an
 Execute of an unknown tool (the call path without the sandbox), `shell
 true`, and `read_file` of a 1 MiB file (2000 lines of it returned).
+`--agent static` measures the static agent (`make agent`) instead of the
+Python one; the agent's resident memory is reported after the runs.
 Needs the Docker engine (cgroup v1 or v2) and the sandbox image.
 """
 
@@ -57,8 +59,14 @@ def _per_call(
     }
 
 
-def measure(calls: int, rounds: int) -> dict[str, dict[str, float]]:
-    d = Daemon(f"speed-{uuid.uuid4().hex[:8]}", 0)
+def _rss_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+
+
+def measure(calls: int, rounds: int, agent: str) -> tuple[dict[str, dict[str, float]], int]:
+    """The table, and the agent's resident KiB once the calls are done."""
+    d = Daemon(f"speed-{uuid.uuid4().hex[:8]}", 0, settings={"TOOLRT_AGENT": agent})
     engine = docker.from_env(timeout=60)
     try:
         with d.client.session() as s:
@@ -84,10 +92,12 @@ def measure(calls: int, rounds: int) -> dict[str, dict[str, float]]:
             for _ in range(rounds):
                 for name, fn in operations.items():
                     rows[name].append(_per_call(daemon, s.id, agent_pid, fn, calls))
-        return {
+            rss = _rss_kib(agent_pid)
+        table = {
             name: {col: statistics.median(r[col] for r in runs) for col in COLUMNS}
             for name, runs in rows.items()
         }
+        return table, rss
     finally:
         engine.close()
         d.stop()
@@ -97,13 +107,16 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=200, help="calls per round (200)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds, interleaved (3)")
+    parser.add_argument("--agent", choices=("python", "static"), default="python")
     args = parser.parse_args()
-    table = measure(args.calls, args.rounds)
-    print(f"CPU ms per call, median of {args.rounds} rounds of {args.calls} calls")
+    table, rss = measure(args.calls, args.rounds, args.agent)
+    rounds = f"median of {args.rounds} rounds of {args.calls} calls"
+    print(f"{args.agent} agent: CPU ms per call, {rounds}")
     print(f"| operation | {' | '.join(COLUMNS)} |")
     print(f"|---|{'---:|' * len(COLUMNS)}")
     for name, cols in table.items():
         print(f"| {name} | {' | '.join(f'{cols[c]:.2f}' for c in COLUMNS)} |")
+    print(f"the agent's resident memory after the calls: {rss / 1024:.1f} MiB")
     return 0
 
 

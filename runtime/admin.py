@@ -3,8 +3,8 @@
 Behind the `Admin*` RPCs (an admin principal only; `toolrt status` and
 `toolrt top`). It reads what the core keeps anyway — the sessions, the warm
 pool, the metrics' counters — and asks the backend two optional questions
-(`sandbox.backend.EngineDescriber`, `UsageReader`): what engine it is and
-what a sandbox uses. Backends that cannot answer are described by name, with no usage.
+(`SandboxBackend.describe_engine`, `usage`): what engine it is and what a
+sandbox uses. Backends that cannot answer are described by name, with no usage.
 """
 
 from __future__ import annotations
@@ -18,11 +18,9 @@ from runtime.config import Config
 from runtime.observability import Observability
 from runtime.sandbox.backend import (
     NO_USAGE,
-    EngineDescriber,
     EngineInfo,
     SandboxBackend,
     Usage,
-    UsageReader,
 )
 from runtime.sessions.manager import SessionManager
 from runtime.sessions.pool import ProfileStatus
@@ -81,10 +79,9 @@ class Admin:
     async def _engine(self) -> tuple[EngineInfo, str]:
         """The engine's description, and why it does not answer ("" when it does)."""
         fallback = EngineInfo(type(self._backend).__name__, self._config.runtime)
-        if not isinstance(self._backend, EngineDescriber):
-            return fallback, ""
         try:
-            return await asyncio.wait_for(self._backend.describe_engine(), ENGINE_TIMEOUT_S), ""
+            info = await asyncio.wait_for(self._backend.describe_engine(), ENGINE_TIMEOUT_S)
+            return info or fallback, ""
         except TimeoutError:
             return fallback, f"the engine did not answer within {ENGINE_TIMEOUT_S:g} s"
         except Exception as exc:  # noqa: BLE001 - reported, not raised: status must answer
@@ -124,7 +121,7 @@ class Admin:
             for s in sorted(self._manager.live_sessions(), key=lambda s: s.created_at)
             if not tenant or s.tenant == tenant
         ]
-        if usage and isinstance(self._backend, UsageReader):
+        if usage:
             reader, gate = self._backend, asyncio.Semaphore(USAGE_CONCURRENCY)
 
             async def measure(view: SessionView) -> None:

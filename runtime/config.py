@@ -17,8 +17,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from runtime.constants import DEFAULT_TARGET, DEFAULT_TENANT, WRITABLE_AREAS
-from runtime.egress.addresses import HostError, ip_literal, normalize_host
-from runtime.egress.policy import PatternError, over_loopback_pins, parse_patterns
+from runtime.policy.addresses import HostError, ip_literal, normalize_host
+from runtime.policy.hosts import PatternError, over_loopback_pins, parse_patterns
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -397,6 +397,14 @@ class Config(BaseModel):
     when a C compiler exists, or by `make helper`) rather than a fork of the
     agent: same behaviour, a few ms less per call. Without the helper binary
     the agent forks regardless."""
+    agent: Literal["python", "static"] = "python"
+    """The in-sandbox agent Docker sandboxes run: "python" (runtime/agent, run
+    by the image's python3) or "static" (the Go binary `make agent` builds
+    beside it: any image, no python3 needed). The static agent is a first
+    slice: commands in the foreground and the file operations; what it does
+    not do yet (background processes, secrets, archives, egress) answers an
+    error saying so. The daemon refuses to start with "static" when the
+    binary or the C launcher it starts commands with is missing."""
     spare_shell: bool = True
     """While a session is idle, keep the next call's shell started ahead (one
     per session, about 0.5 MiB): a call that can use it skips the shell's

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from dataclasses import dataclass
+import logging
+from dataclasses import dataclass, replace
 
 from runtime.admin import Admin
 from runtime.audit import DAEMON, AuditLog
+from runtime.clock import REAL_CLOCK, Clock
 from runtime.config import Config
 from runtime.descriptors import quiet_exhaustion
 from runtime.egress.proxy import EgressEvent
@@ -29,10 +31,15 @@ from runtime.sessions.session import Session
 from runtime.sessions.slots import TransferSlots
 from runtime.sessions.transfers import Transfers
 from runtime.snapshots.service import Snapshots
+from runtime.snapshots.store import COMPONENT as SNAPSHOTS
 from runtime.snapshots.store import SnapshotStore
-from runtime.state.db import default_state_dir
-from runtime.state.durable import Durable
-from runtime.tools.registry import Registry, default_registry
+from runtime.snapshots.workspace_diff import WORKSPACE_DIFF
+from runtime.state.db import StateDB, default_state_dir
+from runtime.state.durable import COMPONENTS, Durable
+from runtime.state.lock import StateLock
+from runtime.tools.registry import TOOLS, Registry
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -93,14 +100,33 @@ class Core:
             self.obs.stop()
 
 
+def default_registry() -> Registry:
+    """Every tool: the tools folder's, then those of the layers above it."""
+    return Registry([*TOOLS, WORKSPACE_DIFF])
+
+
 def build_core(
-    config: Config, backend: SandboxBackend | None = None, registry: Registry | None = None
+    config: Config,
+    backend: SandboxBackend | None = None,
+    registry: Registry | None = None,
+    clock: Clock = REAL_CLOCK,
 ) -> Core:
-    """The core on `backend` (default: the Docker engine) with `registry`'s tools."""
+    """The core on `backend` (default: the Docker engine) with `registry`'s
+    tools; `clock` times call rates and the pool's demand (tests move it)."""
     # First: a refused secrets_file or state database stops the start
     # before anything else is opened.
     secrets = load_secrets(config.secrets_file)
-    durable = Durable.open(config)
+    # state_dir is resolved here only, and its database opened once: one
+    # connection, shared by the durable sessions and the snapshot store
+    # (both serialise their transactions on StateDB.lock; see state/db.py).
+    state_dir = config.state_dir or default_state_dir(config.instance)
+    lock = StateLock.take(state_dir)  # one daemon per state_dir
+    try:
+        db = StateDB.open(state_dir, [*COMPONENTS, SNAPSHOTS])
+    except BaseException:
+        lock.release()
+        raise
+    durable = Durable(db, config, lock)
     if backend is None:
         # Imported here: the Docker SDK is heavy and fronts given a backend never need it.
         from runtime.sandbox.docker.backend import DockerBackend
@@ -124,20 +150,36 @@ def build_core(
 
     def network_event(event: EgressEvent) -> None:
         obs.metrics.egress_connection(event.decision)
+        owner = next((s for s in manager.live_sessions() if s.id == event.session_id), None)
+        if owner is not None:
+            # A command can name a host after a secret (`curl $TOKEN.example`).
+            redact = owner.redactor.redact_text
+            event = replace(event, host=redact(event.host), reason=redact(event.reason))
+        log.debug(
+            "egress session=%s host=%s port=%d decision=%s in=%d out=%d %s",
+            event.session_id,
+            event.host[:100],
+            event.port,
+            event.decision,
+            event.bytes_in,
+            event.bytes_out,
+            event.reason[:200],
+        )
         # A connection outlives no answer: a record the log cannot take is
         # dropped here, and the log refuses the next call until it can write.
         with contextlib.suppress(AuditUnavailable):
             audit.network(event)
 
     egress.on_event = network_event
-    manager = SessionManager(config, backend, ended, secrets, egress, obs.metrics, durable)
+    manager = SessionManager(config, backend, ended, secrets, egress, obs.metrics, durable, clock)
     obs.metrics.watch(
         lambda: len(manager.live_sessions()), lambda: manager.pool.ready() if manager.pool else 0
     )
     reaper = Reaper(manager.live_sessions, manager.expire, config.reaper_interval_s)
     store = SnapshotStore(
-        config.state_dir or default_state_dir(config.instance),
+        state_dir,
         config.snapshot_ttl_seconds,
+        db,
         reserve_bytes=config.shares.state_reserve_bytes,
         share=config.shares.snapshot_space,
     )

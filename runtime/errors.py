@@ -20,6 +20,7 @@
         ├── SnapshotNotFound     NOT_FOUND (worded alike for another tenant's and an expired one)
         ├── BadRequest           INVALID_ARGUMENT
         ├── SessionUnusable      FAILED_PRECONDITION
+        ├── HoldsSecret          FAILED_PRECONDITION (a snapshot of files holding a secret value)
         ├── AdmissionRefused     RESOURCE_EXHAUSTED
         │   ├── RateLimited      RESOURCE_EXHAUSTED (the wait in the message)
         │   ├── ShareExhausted   RESOURCE_EXHAUSTED (a tenant's share of a shared resource)
@@ -174,6 +175,13 @@ class SessionUnusable(RequestError):
     error_reason = "SANDBOX_LOST"
 
 
+class HoldsSecret(RequestError):
+    """What would be stored (a snapshot's names, link targets or contents)
+    holds a value of the session's secrets: refused, never rewritten."""
+
+    status = grpc.StatusCode.FAILED_PRECONDITION
+
+
 class AdmissionRefused(RequestError):
     status = grpc.StatusCode.RESOURCE_EXHAUSTED
     error_reason = "QUOTA_EXCEEDED"
@@ -264,6 +272,7 @@ REQUEST_ERRORS: tuple[type[RequestError], ...] = (
     SnapshotNotFound,
     BadRequest,
     SessionUnusable,
+    HoldsSecret,
     AdmissionRefused,
     RateLimited,
     ShareExhausted,

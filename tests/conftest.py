@@ -27,12 +27,14 @@ import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import docker
 import pytest
 
 from runtime.client import Client
+from runtime.clock import REAL_CLOCK, Clock
 from runtime.config import Config, load_config
 from runtime.core import build_core
 from runtime.sandbox.backend import SandboxBackend
@@ -128,7 +130,10 @@ def backend_named(name: str, config: Config) -> SandboxBackend | None:
 
 
 def start_daemon(
-    config: Config, registry: Registry | None = None, backend: SandboxBackend | None = None
+    config: Config,
+    registry: Registry | None = None,
+    backend: SandboxBackend | None = None,
+    clock: Clock = REAL_CLOCK,
 ) -> RunningDaemon:
     loop = asyncio.new_event_loop()
     ready = threading.Event()
@@ -139,7 +144,7 @@ def start_daemon(
 
         async def boot() -> None:
             try:
-                daemon = Daemon(build_core(config, backend=backend, registry=registry))
+                daemon = Daemon(build_core(config, backend, registry, clock))
                 await daemon.start()
                 holder["daemon"] = daemon
             except BaseException as exc:  # noqa: BLE001 - reported to the test
@@ -179,13 +184,16 @@ def make_daemon(request: pytest.FixtureRequest, sandbox_backend: str) -> Iterato
     started: list[tuple[RunningDaemon, str]] = []
 
     def make(
-        registry: Registry | None = None, backend: str | None = None, **overrides: Any
+        registry: Registry | None = None,
+        backend: str | None = None,
+        clock: Clock = REAL_CLOCK,
+        **overrides: Any,
     ) -> RunningDaemon:
         name = backend or sandbox_backend
         if name == "docker":
             request.getfixturevalue("docker_client")  # fails the test without an engine
         config = config_for_test(**overrides)
-        running = start_daemon(config, registry, backend_named(name, config))
+        running = start_daemon(config, registry, backend_named(name, config), clock)
         started.append((running, name))
         return running
 
@@ -203,6 +211,28 @@ def make_daemon(request: pytest.FixtureRequest, sandbox_backend: str) -> Iterato
         process.kill()
     if leaked:
         pytest.fail(f"sandboxes left behind after the daemon stopped: {leaked}")
+
+
+@pytest.fixture
+def instance(tmp_path: Path, docker_client: Any) -> Iterator[Any]:
+    """start(): a daemon of one instance and state_dir (shutdown "keep"); all
+    its containers are removed at the end."""
+    name = f"test-restart-{uuid.uuid4().hex[:8]}"
+    started: list[RunningDaemon] = []
+
+    def start(**overrides: Any) -> RunningDaemon:
+        values = {"instance": name, "state_dir": str(tmp_path), "shutdown": "keep"}
+        values.update(overrides)
+        running = start_daemon(config_for_test(**values))
+        started.append(running)
+        return running
+
+    yield start
+    for running in started:
+        if running.thread.is_alive():
+            running.stop()
+    for container in containers_of(docker_client, name):
+        container.remove(force=True)
 
 
 @pytest.fixture

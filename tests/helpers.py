@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import importlib.util
 import io
 import os
 import socket
@@ -10,6 +12,9 @@ import subprocess
 import sys
 import tarfile
 import time
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import docker
@@ -19,6 +24,9 @@ import pytest
 
 from runtime.agent import spare
 from runtime.client import Client, ToolrtRpcError
+from runtime.config import Config, Limits
+from runtime.sandbox.backend import ConnectedSandbox, SandboxSpec
+from runtime.sandbox.local import LocalBackend
 
 # The OCI runtime of every sandbox the Docker tests start ("" = the engine's default).
 TEST_RUNTIME = os.environ.get("TOOLRT_TEST_RUNTIME", "")
@@ -184,3 +192,125 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+# -- clocks, streams and sandboxes without a daemon ---------------------------------
+class ManualClock:
+    """A clock that moves only when a test says so (`now`, or `advance`): as a
+    callable for the modules that take one, or as the daemon's `Clock`."""
+
+    def __init__(self, now: float = 0.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def monotonic(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        # Polled: the test moves the clock from its own thread.
+        deadline = self.now + seconds
+        while self.now < deadline:
+            await asyncio.sleep(0.005)
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class Pipe:
+    """An in-memory byte stream: what the daemon writes, what the agent answers."""
+
+    def __init__(self) -> None:
+        self.written: list[bytes] = []
+        self.replies: asyncio.Queue[bytes] = asyncio.Queue()
+
+    def write(self, data: bytes) -> None:
+        self.written.append(data)
+
+    async def drain(self) -> None:
+        return None
+
+    def close(self) -> None:
+        self.replies.put_nowait(b"")
+
+    async def read(self) -> bytes:
+        return await self.replies.get()
+
+
+BASE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/workspace"}
+
+
+def spec(**limits: Any) -> SandboxSpec:
+    return SandboxSpec(session_id=uuid.uuid4().hex, image="ignored", limits=Limits(**limits))
+
+
+def with_sandbox(
+    test: Callable[[LocalBackend, ConnectedSandbox], Awaitable[None]],
+    native_spawn: bool = True,
+    **limits: Any,
+) -> None:
+    async def run() -> None:
+        backend = LocalBackend(Config(native_spawn=native_spawn))
+        try:
+            await test(backend, await backend.create(spec(**limits)))
+        finally:
+            await backend.close()
+
+    asyncio.run(run())
+    assert agent_processes() == []
+
+
+def toolrt(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("TOOLRT_")}
+    return subprocess.run(
+        [sys.executable, "-m", "runtime", *args],
+        capture_output=True,
+        text=True,
+        env={**clean, **env},
+        timeout=60,
+        check=False,
+    )
+
+
+# -- a checkout as a user gets it -------------------------------------------------
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def copy_tracked_tree(dest: Path) -> None:
+    """What a fresh clone holds (the floors check's copy: no stale build/ inside)."""
+    path = ROOT / "scripts" / "check_floors.py"
+    spec = importlib.util.spec_from_file_location("check_floors", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.copy_tracked_tree(dest)
+
+
+def run(*command: str | Path, cwd: Path, env: dict[str, str] | None = None, timeout: float = 300):
+    done = subprocess.run(
+        [str(c) for c in command],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    assert done.returncode == 0, f"{command}: {done.stdout[-2000:]}{done.stderr[-2000:]}"
+    return done
+
+
+# -- a session's egress proxy, driven without a sandbox ----------------------------
+async def resolve_to_loopback(host: str, port: int) -> list[str]:
+    return ["127.0.0.1"]
+
+
+async def exchange(path: str, data: bytes, wait: float = 5) -> bytes:
+    reader, writer = await asyncio.open_unix_connection(path)
+    writer.write(data)
+    await writer.drain()
+    try:
+        return await asyncio.wait_for(reader.read(), wait)
+    finally:
+        writer.close()

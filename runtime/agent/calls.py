@@ -22,14 +22,12 @@ from . import healing, procs, protocol, spare, tracker
 from .background import Proc, Registry
 from .capture import READ_CHUNK, Capture
 from .ops import operation
+from .protocol import SANDBOX_GID, SANDBOX_UID
 from .redact import Redactor, Stream
 from .state import StateChannel, wrap_command
 
 if TYPE_CHECKING:
     from .loop import Agent
-
-SANDBOX_UID = int(os.environ.get("TOOLRT_SANDBOX_UID", "1000"))
-SANDBOX_GID = int(os.environ.get("TOOLRT_SANDBOX_GID", "1000"))
 
 
 class Call:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, Tuple, Type
 from . import budget, files, flow, protocol, records
 from .ops import operation
 from .protocol import INVALID_ARGUMENTS
+from .redact import Redactor
 
 if TYPE_CHECKING:
     from .loop import Agent
@@ -126,7 +127,10 @@ for _request_type, _fn in (
 def op_read(agent: Agent, rid: int, request: protocol.Read, body: bytes) -> None:
     def read(request: protocol.Read) -> Tuple[protocol.ReadReply, bytes]:
         reply, data = files.read(request, body)
-        return reply, agent.redactor.redact(data) if request.redact else data
+        if not request.redact:
+            return reply, data
+        # A read cut at its byte cap may end inside a secret: that piece goes too.
+        return reply, agent.redactor.redact(data, cut_after=reply.truncated)
 
     def run() -> Tuple[protocol.Message, bytes]:
         if not request.resolve:
@@ -190,7 +194,8 @@ def op_archive(agent: Agent, rid: int, request: protocol.Archive, body: bytes) -
     def run(emit: Callable[[bytes], None]) -> protocol.Message:
         from . import pack
 
-        return pack.archive(request, emit, agent.redactor)
+        redactor = agent.redactor if request.redact else Redactor()
+        return pack.archive(request, emit, redactor)
 
     serve_outflow(agent, rid, request, run)
 

@@ -33,8 +33,6 @@ from .protocol import (
     PATH_MAX,
 )
 
-SANDBOX_UID = int(os.environ.get("TOOLRT_SANDBOX_UID", protocol.SANDBOX_UID))
-SANDBOX_GID = int(os.environ.get("TOOLRT_SANDBOX_GID", protocol.SANDBOX_GID))
 DIR_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 CHUNK = 1 << 20
 # A read's line window reads in smaller pieces: a buffer above malloc's
@@ -80,8 +78,8 @@ def as_sandbox_user() -> Iterator[None]:
     keep = ctypes.c_long(-1)
     switched = (
         _libc.syscall(setgroups, 0, None) == 0
-        and _libc.syscall(setresgid, keep, SANDBOX_GID, keep) == 0
-        and _libc.syscall(setresuid, keep, SANDBOX_UID, keep) == 0
+        and _libc.syscall(setresgid, keep, protocol.SANDBOX_GID, keep) == 0
+        and _libc.syscall(setresuid, keep, protocol.SANDBOX_UID, keep) == 0
     )
     try:
         if not switched:

@@ -1,4 +1,4 @@
-"""Tar archives out of the sandbox (DownloadFiles), as the sandbox user.
+"""Tar archives out of the sandbox (downloads, snapshots, diffs), as the sandbox user.
 
 Every path is opened by walking from `/` with O_NOFOLLOW (files.open_parent)
 and everything below it through directory descriptors (os.fwalk without
@@ -10,7 +10,9 @@ Text files (regular files whose content is valid UTF-8) have the session's
 secrets redacted: one of at most REDACT_MAX_BYTES is read whole and stored
 with the size of its redacted content, so every tar header is true; a larger
 one that holds a secret is refused (its header would have to be written
-before its content is known). Other files travel as they are.
+before its content is known). Other files travel as they are. A snapshot
+asks for no redaction: the daemon refuses one holding a secret rather than
+store rewritten files.
 
 Stdlib only, Python >= 3.9 (runs inside sandboxes).
 """

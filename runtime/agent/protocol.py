@@ -46,7 +46,11 @@ MAX_BODY = 256 << 20
 # 3: archives stream as ArchiveChunk frames under Credit flow control.
 # 4: results kept until acknowledged (Ack), Exec.resume, the Resync frame.
 #    A Read may resolve its path itself (Read.resolve, ReadReply.path/failure).
-VERSION = 4
+# 5: Exec.spare_env (a spare starts from the session's environment), the
+#    stop_leftovers operation (a restore stops every process but the agent),
+#    Archive.redact (a snapshot's capture is checked for secrets, not
+#    rewritten). An older agent would ignore the new fields silently.
+VERSION = 5
 
 # Error codes the agent answers with (`Failure.code`); the daemon maps them
 # to its tool failures in runtime/sandbox/agent_client.py.
@@ -469,6 +473,9 @@ class Archive(Message):
     max_bytes: int = 1 << 34
     deadline_s: float = FILE_OP_SECONDS
     window: int = WINDOW_CHUNKS
+    # Replace the session's secrets in text files (off for snapshots: the
+    # daemon refuses one holding a secret rather than store rewritten files).
+    redact: bool = True
 
 
 @records.record

@@ -32,6 +32,9 @@ if TYPE_CHECKING:
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 # Base64 cores shorter than this are not redacted: they would match ordinary text.
 MIN_BASE64 = 8
+# A piece of a secret this long, left at a cut (a byte cap, a head or tail),
+# is redacted too: a prefix or suffix that long is enough to guess from.
+MIN_FRAGMENT = 4
 URLSAFE = bytes.maketrans(b"+/", b"-_")
 # How many leading characters of base64(k prefix bytes + value) depend on the prefix.
 _LEADING = (0, 2, 3)
@@ -108,20 +111,47 @@ class Redactor:
     def _replace(self, match: re.Match[bytes]) -> bytes:
         return mark(self._names[match.group()])
 
-    def redact(self, data: bytes) -> bytes:
+    def redact(self, data: bytes, cut_before: bool = False, cut_after: bool = False) -> bytes:
+        """`data` with every form of every secret replaced; `cut_before` /
+        `cut_after` say that a cut precedes / follows it, so the end of a
+        secret it begins with / the start of one it ends with goes too."""
         if self.regex is None:
             return data
-        return self.regex.sub(self._replace, data)
+        data = self.regex.sub(self._replace, data)
+        if cut_before:
+            data = self._fragment(data, leading=True)
+        if cut_after:
+            data = self._fragment(data, leading=False)
+        return data
 
-    def redact_text(self, text: str) -> str:
+    def _fragment(self, data: bytes, leading: bool) -> bytes:
+        """`data` with the longest piece (MIN_FRAGMENT bytes or more) of a
+        form that it starts with (a suffix) or ends with (a prefix) replaced."""
+        best, name = 0, ""
+        for form, owner in self._names.items():
+            for size in range(min(len(form) - 1, len(data)), max(MIN_FRAGMENT, best + 1) - 1, -1):
+                piece = form[len(form) - size :] if leading else form[:size]
+                if data.startswith(piece) if leading else data.endswith(piece):
+                    best, name = size, owner
+                    break
+        if not best:
+            return data
+        return mark(name) + data[best:] if leading else data[: len(data) - best] + mark(name)
+
+    def redact_text(self, text: str, cut_before: bool = False, cut_after: bool = False) -> str:
         if self.regex is None:
             return text
-        return self.redact(text.encode("utf-8", "surrogateescape")).decode(
-            "utf-8", "surrogateescape"
+        # surrogatepass: any lone surrogate (a name that is not UTF-8) goes
+        # there and back unchanged, and no secret (UTF-8 text) holds one.
+        return self.redact(text.encode("utf-8", "surrogatepass"), cut_before, cut_after).decode(
+            "utf-8", "surrogatepass"
         )
 
     def found(self, data: bytes) -> bool:
         return self.regex is not None and self.regex.search(data) is not None
+
+    def found_text(self, text: str) -> bool:
+        return self.found(text.encode("utf-8", "surrogatepass"))
 
     def stream(self) -> Stream:
         return Stream(self)

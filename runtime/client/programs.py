@@ -18,16 +18,13 @@ import queue
 import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import grpc
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
 from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
-
-if TYPE_CHECKING:
-    from runtime.client.sdk import Client
 
 # Bytes per message of stdin or of a file sent.
 SEND_CHUNK = 1 << 20
@@ -311,7 +308,7 @@ class ProgramMethods:
 class SessionPrograms:
     """The same, on a session handle (which has `client` and `id`)."""
 
-    client: Client
+    client: ProgramMethods
     id: str
 
     def exec(self, argv: list[str] | None = None, **kwargs: Any) -> ExecResult:

@@ -260,6 +260,8 @@ class Client(ProgramMethods):
 
 
 class SessionHandle(SessionPrograms):
+    client: Client
+
     def __init__(self, client: Client, session: pb.Session) -> None:
         self.client = client
         self.info = session

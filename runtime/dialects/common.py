@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from runtime.errors import BadRequest
+from runtime.json_shape import MAX_ITEMS, json_shape
 from runtime.models import ToolCall, ToolResult
-from runtime.tools.validation import MAX_ITEMS, json_shape
 
 Catalog = list[dict[str, Any]]
 # A message's array elements and object members, all its calls' together:

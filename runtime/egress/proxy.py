@@ -34,13 +34,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runtime.agent.pipe import IDLE, LIMIT, Joint
-from runtime.egress.addresses import (
-    HostError,
-    blocked_reason,
-    ip_literal,
-    looks_numeric,
-    normalize_host,
-)
 from runtime.egress.http import (
     ESTABLISHED,
     HELLO,
@@ -55,8 +48,15 @@ from runtime.egress.http import (
     parse_request,
     upstream_head,
 )
-from runtime.egress.policy import NetworkPolicy
 from runtime.egress.shares import ConnectionShares
+from runtime.policy.addresses import (
+    HostError,
+    blocked_reason,
+    ip_literal,
+    looks_numeric,
+    normalize_host,
+)
+from runtime.policy.hosts import NetworkPolicy
 
 log = logging.getLogger(__name__)
 
@@ -634,16 +634,7 @@ class SessionProxy:
             reason,
             self.tenant,
         )
-        log.debug(
-            "egress session=%s host=%s port=%d decision=%s in=%d out=%d %s",
-            event.session_id,
-            event.host[:100],
-            event.port,
-            event.decision,
-            event.bytes_in,
-            event.bytes_out,
-            event.reason[:200],
-        )
+        # Logged by the hook (core.py), once the session's secrets are out of it.
         if self._on_event is not None:
             try:
                 self._on_event(event)

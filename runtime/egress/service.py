@@ -27,23 +27,6 @@ from typing import Any
 from runtime.agent.protocol import RELAY_PORT
 from runtime.config import Config
 from runtime.descriptors import Descriptors
-from runtime.egress.paths import (
-    egress_enabled,
-    relay_dirs,
-    remove_relay_dir,
-    socket_path,
-    socket_path_problem,
-    socket_root,
-)
-from runtime.egress.policy import (
-    Ceiling,
-    NetworkPolicy,
-    PatternError,
-    clamp_cap,
-    outside,
-    over_loopback_pins,
-    parse_patterns,
-)
 from runtime.egress.proxy import (
     EgressEvent,
     EventSink,
@@ -54,6 +37,23 @@ from runtime.egress.proxy import (
 )
 from runtime.egress.shares import ConnectionShares
 from runtime.errors import BadRequest, PermissionDenied
+from runtime.policy.hosts import (
+    Ceiling,
+    NetworkPolicy,
+    PatternError,
+    clamp_cap,
+    outside,
+    over_loopback_pins,
+    parse_patterns,
+)
+from runtime.sandbox.relay_dirs import (
+    egress_enabled,
+    relay_dirs,
+    remove_relay_dir,
+    socket_path,
+    socket_path_problem,
+    socket_root,
+)
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,8 @@ it): sessions created and closed, each tool call, each RPC. Its parts:
 `metrics` (Prometheus, served on `metrics_listen`), `tracing` (OpenTelemetry
 over OTLP/HTTP when `otel_endpoint` is set, nothing at all otherwise),
 `logs` (text or JSON lines with the ids of the session and call a line is
-about), and `rpc` (the gRPC interceptor that opens each RPC's span).
+about); the gRPC interceptor that opens each RPC's span through `rpc` is
+the server's (`runtime/server/observing.py`).
 """
 
 from __future__ import annotations

@@ -12,21 +12,23 @@ import fnmatch
 import posixpath
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
 
-from runtime.constants import WORKSPACE, WRITABLE_AREAS
+from runtime.constants import WORKSPACE
 from runtime.errors import BadRequest, PathDenied
 
 DEFAULT_ROOTS = (WORKSPACE,)
-DEFAULT_MAX_ROOTS = WRITABLE_AREAS
 MAX_GLOBS = 64
 MAX_ROOTS = 32
 
 
-class AllowlistLike(Protocol):
-    read_roots: list[str]
-    write_roots: list[str]
-    deny_globs: list[str]
+@dataclass
+class Allowlist:
+    """The paths a session asks for (CreateSession's `allowlist`), before
+    `session_policy` checks them into its `PathPolicy`."""
+
+    read_roots: list[str] = field(default_factory=lambda: [WORKSPACE])
+    write_roots: list[str] = field(default_factory=lambda: [WORKSPACE])
+    deny_globs: list[str] = field(default_factory=list)
 
 
 def normalize(path: str, base: str = WORKSPACE) -> str:
@@ -57,15 +59,6 @@ class PathPolicy:
     read_roots: tuple[str, ...] = DEFAULT_ROOTS
     write_roots: tuple[str, ...] = DEFAULT_ROOTS
     deny_globs: tuple[str, ...] = field(default_factory=tuple)
-
-    @classmethod
-    def of(cls, allowlist: AllowlistLike) -> PathPolicy:
-        return cls(
-            tuple(allowlist.read_roots), tuple(allowlist.write_roots), tuple(allowlist.deny_globs)
-        )
-
-    def astuple(self) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
-        return self.read_roots, self.write_roots, self.deny_globs
 
     def denied_by_glob(self, path: str) -> str | None:
         """The deny glob matching `path` or one of its ancestors, if any."""
@@ -116,7 +109,7 @@ def _clean_roots(kind: str, roots: Sequence[str], ceiling: Sequence[str]) -> tup
     return tuple(dict.fromkeys(cleaned))
 
 
-def session_policy(requested: AllowlistLike | None, ceiling: Sequence[str]) -> PathPolicy:
+def session_policy(requested: Allowlist | None, ceiling: Sequence[str]) -> PathPolicy:
     """The policy of a new session: its request, checked against the daemon's ceiling.
 
     No roots at all in the request means the default (read and write

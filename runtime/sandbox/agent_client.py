@@ -345,12 +345,20 @@ class AgentClient:
         return reply
 
     def archive(
-        self, paths: list[str], max_bytes: int, deadline_s: float = TRANSFER_SECONDS
+        self,
+        paths: list[str],
+        max_bytes: int,
+        deadline_s: float = TRANSFER_SECONDS,
+        redact: bool = True,
     ) -> AsyncGenerator[bytes, None]:
         """Tar `paths`: the archive's chunks, as the caller takes them
         (`receive_chunks`)."""
         request = protocol.Archive(
-            paths=paths, max_bytes=max_bytes, deadline_s=deadline_s, window=protocol.WINDOW_CHUNKS
+            paths=paths,
+            max_bytes=max_bytes,
+            deadline_s=deadline_s,
+            window=protocol.WINDOW_CHUNKS,
+            redact=redact,
         )
         return self.receive_chunks(request)
 

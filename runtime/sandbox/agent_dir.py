@@ -30,6 +30,9 @@ log = logging.getLogger(__name__)
 
 HELPER = "toolrt-spawn"
 HELPER_SOURCE = "spawn.c"
+# The static agent (static-agent/, Go), built by `make agent` beside the
+# Python one; copied like it, never built here (hosts have no Go).
+STATIC_AGENT = "toolrt-agent"
 COMPILERS = ("cc", "gcc", "clang")
 COMPILE_TIMEOUT_S = 120
 
@@ -56,11 +59,13 @@ def sync_agent(source: Path, target: Path) -> None:
     helper = source / HELPER
     if helper.is_file() and not _stale(source):
         wanted[HELPER] = helper
+    if (source / STATIC_AGENT).is_file():
+        wanted[STATIC_AGENT] = source / STATIC_AGENT
     for name, path in wanted.items():
         data = path.read_bytes()
         here = target / name
         if not here.is_file() or here.read_bytes() != data:
-            _replace(here, data, 0o755 if name == HELPER else 0o644)
+            _replace(here, data, 0o755 if name in (HELPER, STATIC_AGENT) else 0o644)
     for old in target.iterdir():
         if old.suffix == ".py" and old.name not in wanted:
             old.unlink()
@@ -128,3 +133,15 @@ def prepare(source: Path, target: str = "") -> str:
     with contextlib.suppress(OSError):
         compileall.compile_dir(str(agent_dir), quiet=1, maxlevels=0)
     return str(agent_dir)
+
+
+def require_static_agent(agent_dir: str) -> None:
+    """ValueError unless `agent_dir` holds the static agent and the launcher it
+    starts commands with (the config's `agent = "static"`)."""
+    missing = [name for name in (STATIC_AGENT, HELPER) if not (Path(agent_dir) / name).is_file()]
+    if missing:
+        msg = (
+            f'agent = "static" but {agent_dir} has no {" and no ".join(missing)}: build them '
+            'with `make agent` (Go and a C compiler), or set agent = "python"'
+        )
+        raise ValueError(msg)

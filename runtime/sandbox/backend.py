@@ -12,7 +12,7 @@ import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
 from runtime import agent as agent_package
 from runtime.agent import protocol
@@ -132,14 +132,6 @@ class Adopted:
     hello: protocol.HelloReply
 
 
-@runtime_checkable
-class Adopting(Protocol):
-    """A backend that can re-attach a sandbox a previous daemon left running
-    (what `list_owned` lists); fails if it cannot."""
-
-    async def adopt(self, sandbox_id: str) -> Adopted: ...
-
-
 @dataclass(frozen=True)
 class EngineInfo:
     # e.g. "docker 20.10.24+dfsg1".
@@ -158,19 +150,16 @@ class Usage:
 NO_USAGE = Usage(-1.0, -1)
 
 
-# Optional questions a backend may answer, for the Admin* RPCs.
-@runtime_checkable
-class EngineDescriber(Protocol):
-    async def describe_engine(self) -> EngineInfo: ...
-
-
-@runtime_checkable
-class UsageReader(Protocol):
-    async def usage(self, sandbox_id: str) -> Usage: ...
+class NotOffered(Exception):
+    """An optional capability the backend has not got; the message says which."""
 
 
 class SandboxBackend(Protocol):
-    """Creates, lists and destroys sandboxes; knows nothing of tools."""
+    """Creates, lists and destroys sandboxes; knows nothing of tools.
+
+    Backends subclass it: the optional capabilities at its end have
+    defaults here, which a backend that has one overrides.
+    """
 
     async def create(self, spec: SandboxSpec) -> Sandbox: ...
 
@@ -187,3 +176,23 @@ class SandboxBackend(Protocol):
         ...
 
     async def close(self) -> None: ...
+
+    # -- optional ------------------------------------------------------------
+    async def adopt(self, sandbox_id: str) -> Adopted:
+        """Re-attach a sandbox a previous daemon left running (what
+        `list_owned` lists); fails if it cannot."""
+        msg = "this backend cannot re-attach sandboxes"
+        raise NotOffered(msg)
+
+    async def update_limits(self, sandbox_id: str, limits: Limits) -> None:
+        """Give a (warm) sandbox other limits of memory, cpus and pids."""
+        msg = "the backend cannot change limits"
+        raise NotOffered(msg)
+
+    async def describe_engine(self) -> EngineInfo | None:
+        """What engine runs the sandboxes, for the Admin* RPCs (None: it cannot say)."""
+        return None
+
+    async def usage(self, sandbox_id: str) -> Usage:
+        """What a sandbox uses, for the Admin* RPCs."""
+        return NO_USAGE

@@ -338,7 +338,7 @@ class FakeChannel:
         return protocol.Transferred(files=files, bytes=size)
 
 
-class FakeBackend:
+class FakeBackend(SandboxBackend):
     """Sandboxes that live in this process; see the module docstring."""
 
     def __init__(self) -> None:
@@ -398,7 +398,3 @@ class FakeBackend:
     async def close(self) -> None:
         """Nothing to release: sandboxes outlive a core like containers do
         (a daemon with shutdown = "close" removed its sessions already)."""
-
-
-def _conforms(backend: FakeBackend) -> SandboxBackend:
-    return backend  # mypy checks here that FakeBackend is a SandboxBackend

@@ -125,7 +125,7 @@ def interpreter() -> tuple[str, list[str]]:
     return os.path.join(prefix, "bin", f"python{sys.version_info[0]}"), [prefix]
 
 
-class LocalBackend:
+class LocalBackend(SandboxBackend):
     def __init__(self, config: Config) -> None:
         self._config = config
         self._agent_dir = prepare_agent_dir()
@@ -199,7 +199,3 @@ class LocalBackend:
 
     async def close(self) -> None:
         await self.reap_owned()
-
-
-def _conforms(backend: LocalBackend) -> SandboxBackend:
-    return backend  # mypy checks here that LocalBackend is a SandboxBackend

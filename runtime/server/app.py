@@ -17,10 +17,10 @@ from runtime.auth.credentials import Authenticator
 from runtime.config import Config
 from runtime.core import Core, build_core
 from runtime.errors import AuditUnavailable
-from runtime.observability.rpc import ObservingInterceptor
 from runtime.server.auth import AuthInterceptor
 from runtime.server.interceptor import ErrorInterceptor
 from runtime.server.listeners import add_listeners, check_startup, server_credentials
+from runtime.server.observing import ObservingInterceptor
 from runtime.server.service import ToolRuntimeService
 
 log = logging.getLogger(__name__)

@@ -7,15 +7,14 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
 from runtime.admin import SessionView, Stats
 from runtime.config import Limits
-from runtime.egress.policy import NetworkPolicy
 from runtime.egress.service import NetworkRequest
 from runtime.errors import BadRequest
 from runtime.models import ToolCall, ToolResult
-from runtime.policy.allowlist import PathPolicy
+from runtime.policy.allowlist import Allowlist, PathPolicy
 from runtime.sessions.manager import SessionRequest
-from runtime.sessions.session import Allowlist, Session
+from runtime.sessions.session import Session
+from runtime.sessions.views import SessionInfo, info_of
 from runtime.snapshots.store import Snapshot
-from runtime.state.sessions import SessionRecord
 
 
 def limits_from_pb(msg: pb.Limits) -> Limits:
@@ -59,14 +58,6 @@ def network_from_pb(msg: pb.NetworkPolicy) -> NetworkRequest | None:
     )
 
 
-def network_to_pb(network: NetworkPolicy) -> pb.NetworkPolicy:
-    return pb.NetworkPolicy(
-        allow=network.allow_texts(),
-        max_bytes=network.max_bytes,
-        max_connections=network.max_connections,
-    )
-
-
 def session_request_from_pb(msg: pb.CreateSessionRequest) -> SessionRequest:
     return SessionRequest(
         image=msg.image,
@@ -84,53 +75,32 @@ def session_request_from_pb(msg: pb.CreateSessionRequest) -> SessionRequest:
 
 
 def session_to_pb(session: Session) -> pb.Session:
-    return pb.Session(
-        id=session.id,
-        state=session.state,
-        image=session.image,
-        limits=limits_to_pb(session.limits),
-        allowlist=allowlist_to_pb(session.allowlist),
-        created_at=session.created_at,
-        expires_at=session.expires_at,
-        labels=session.labels,
-        calls=session.calls,
-        ttl_seconds=session.ttl_seconds,
-        idle_seconds=session.idle_seconds,
-        tenant=session.tenant,
-        secrets=session.secrets,
-        network=network_to_pb(session.network),
-        runtime=session.runtime,
-        closed_reason=session.closed_reason,
-    )
+    return info_to_pb(info_of(session))
 
 
-def record_to_pb(record: SessionRecord) -> pb.Session:
-    """A closed session as its stored record tells it."""
-    spec = record.spec
-    network = spec.get("network") or {}
-    read, write, deny = spec.get("allowlist") or [[], [], []]
-    ttl = float(spec.get("ttl_seconds", 0))
+def info_to_pb(info: SessionInfo) -> pb.Session:
+    """A session as a client sees it, live or closed."""
     return pb.Session(
-        id=record.id,
-        state=record.state,
-        image=spec.get("image", ""),
-        limits=limits_to_pb(Limits.model_validate(spec["limits"])),
-        allowlist=pb.Allowlist(read_roots=read, write_roots=write, deny_globs=deny),
-        created_at=record.created_at,
-        expires_at=record.created_at + ttl if ttl else 0.0,
-        labels=spec.get("labels") or {},
-        calls=record.calls,
-        ttl_seconds=ttl,
-        idle_seconds=float(spec.get("idle_seconds", 0)),
-        tenant=record.tenant,
-        secrets=spec.get("secrets") or [],
+        id=info.id,
+        state=info.state,
+        image=info.image,
+        limits=limits_to_pb(info.limits),
+        allowlist=allowlist_to_pb(info.allowlist),
+        created_at=info.created_at,
+        expires_at=info.expires_at,
+        labels=info.labels,
+        calls=info.calls,
+        ttl_seconds=info.ttl_seconds,
+        idle_seconds=info.idle_seconds,
+        tenant=info.tenant,
+        secrets=info.secrets,
         network=pb.NetworkPolicy(
-            allow=network.get("allow", []),
-            max_bytes=network.get("max_bytes", 0),
-            max_connections=network.get("max_connections", 0),
+            allow=info.network.allow,
+            max_bytes=info.network.max_bytes,
+            max_connections=info.network.max_connections,
         ),
-        runtime=spec.get("runtime", ""),
-        closed_reason=record.closed_reason,
+        runtime=info.runtime,
+        closed_reason=info.closed_reason,
     )
 
 

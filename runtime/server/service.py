@@ -26,13 +26,6 @@ from runtime.queued import queued_until_done
 from runtime.server import convert
 from runtime.server.auth import principal_of
 from runtime.server.programs import ProgramRpcs
-from runtime.state.sessions import SessionRecord
-
-
-async def _not_yet(context: grpc.aio.ServicerContext, name: str) -> None:
-    await context.abort(
-        grpc.StatusCode.UNIMPLEMENTED, f"{name} is not available in this version of toolrt"
-    )
 
 
 class ToolRuntimeService(ProgramRpcs, pb_grpc.ToolRuntimeServicer):
@@ -73,10 +66,8 @@ class ToolRuntimeService(ProgramRpcs, pb_grpc.ToolRuntimeServicer):
     async def GetSession(
         self, request: pb.GetSessionRequest, context: grpc.aio.ServicerContext
     ) -> pb.Session:
-        found = await self._manager.describe(principal_of(context).tenant, request.session_id)
-        if isinstance(found, SessionRecord):
-            return convert.record_to_pb(found)
-        return convert.session_to_pb(found)
+        info = await self._manager.describe(principal_of(context).tenant, request.session_id)
+        return convert.info_to_pb(info)
 
     async def ListSessions(
         self, request: pb.ListSessionsRequest, context: grpc.aio.ServicerContext

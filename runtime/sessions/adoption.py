@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable
 
 from runtime.errors import StateUnavailable
 from runtime.models import ToolResult
-from runtime.sandbox.backend import Adopted, Adopting
+from runtime.sandbox.backend import Adopted, NotOffered, SandboxBackend
 from runtime.sessions.journal import Journal
 from runtime.sessions.records import session_of, tool_state_json, wall_of
 from runtime.sessions.session import Session
@@ -76,7 +76,7 @@ class Adopter:
     def __init__(
         self,
         durable: Durable,
-        backend: object,
+        backend: SandboxBackend,
         journal_factory: Callable[[], Journal],
         secrets: dict[str, str],
         adopted: Callable[[Session], Awaitable[None]],
@@ -94,11 +94,11 @@ class Adopter:
         """Re-attach one session; on any failure, close it as lost."""
         async with self._limit:
             started = time.monotonic()
-            if not isinstance(self._backend, Adopting):
-                await self._lost(record, "this backend cannot re-attach sandboxes")
-                return
             try:
                 adopted = await self._backend.adopt(record.id)
+            except NotOffered as exc:
+                await self._lost(record, str(exc))
+                return
             except Exception as exc:  # noqa: BLE001 - any failure loses that session only
                 await self._lost(record, f"its sandbox could not be re-attached: {exc}")
                 return

@@ -19,6 +19,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from runtime.agent.redact import Redactor
 from runtime.config import Config
 from runtime.descriptors import EXHAUSTION, out_of_descriptors
 from runtime.errors import (
@@ -43,7 +44,7 @@ from runtime.sessions.manager import SessionManager
 from runtime.sessions.session import Session
 from runtime.sessions.shares import Share
 from runtime.tools.base import Baseline, Tool, ToolContext
-from runtime.tools.output import fit_output, without_surrogates
+from runtime.tools.output import fit_output, redacted, redacted_chunks, without_surrogates
 from runtime.tools.registry import Registry
 from runtime.tools.validation import Arguments
 
@@ -161,15 +162,17 @@ class Calls:
         # Hosts the proxy refuses during the call are listed in its result.
         egress, mark = self._manager.egress, self._manager.egress.mark(session.id)
         try:
-            output = await self._run(session, call, arguments, on_output, resume)
+            with redacted_chunks(session.redactor, on_output) as chunks:
+                output = await self._run(session, call, arguments, chunks, resume)
             output.update(egress.report_since(session.id, mark))
-            result = ToolResult(call.id, self._deliverable(output))
+            result = ToolResult(call.id, self._deliverable(output, session.redactor))
         except ToolFailure as failure:
+            message, _ = without_surrogates(failure.message)
+            failure.message = redacted(message, session.redactor)
             if isinstance(failure, SandboxLost):
                 self._lose(session, failure.message)
             failure.output.update(egress.report_since(session.id, mark))
-            failure.output = self._deliverable(failure.output)
-            failure.message, _ = without_surrogates(failure.message)
+            failure.output = self._deliverable(failure.output, session.redactor)
             result = ToolResult.failed(call.id, failure)
         except DaemonStopping:
             raise  # not an outcome: the next daemon answers the retry
@@ -201,14 +204,21 @@ class Calls:
         )
         return InternalFailure(f"internal error; correlation id {correlation}")
 
-    def _deliverable(self, output: dict[str, Any]) -> dict[str, Any]:
-        """`output` as it can be sent: within the result cap, and valid Unicode
-        (text from the sandbox that was not UTF-8 gets U+FFFD), so every call
-        gets a result that encodes."""
+    def _deliverable(self, output: dict[str, Any], redactor: Redactor) -> dict[str, Any]:
+        """`output` as it can be sent: valid Unicode (text from the sandbox
+        that was not UTF-8 gets U+FFFD), without the session's secrets, and
+        within the result cap, so every call gets a result that encodes.
+
+        This is where the result leaves for the journal, the client, the
+        audit and the logs: every string in it is redacted here (names, link
+        targets, paths, notes, messages), whatever tool built it."""
         output, replaced = without_surrogates(output)
         if replaced:
             output["invalid_utf8_replaced"] = True
-        return fit_output(output, self._config.result_cap_bytes)
+        output = redacted(output, redactor)
+        fitted = fit_output(output, self._config.result_cap_bytes)
+        # A cut out of the middle may join the two halves of a secret.
+        return output if fitted is output else redacted(fitted, redactor)
 
     def _lose(self, session: Session, reason: str) -> None:
         """The sandbox died under a call: close the session in the background.

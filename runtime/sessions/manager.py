@@ -17,11 +17,12 @@ import logging
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from runtime.agent.redact import Redactor
+from runtime.clock import REAL_CLOCK, Clock
 from runtime.config import Config, Limits, tmpfs_overflow
 from runtime.constants import WORKSPACE
 from runtime.egress.service import Egress, NetworkRequest, proxy_env
@@ -35,25 +36,24 @@ from runtime.errors import (
     ToolFailure,
 )
 from runtime.observability.metrics import SOURCE_COLD, SOURCE_POOL, Metrics
-from runtime.policy.allowlist import session_policy
+from runtime.policy.allowlist import Allowlist, PathPolicy, session_policy
+from runtime.policy.hosts import NetworkPolicy
 from runtime.sandbox.backend import Sandbox, SandboxBackend, SandboxSpec
 from runtime.sessions.admission import available_memory, check_memory
 from runtime.sessions.adoption import SessionSink
 from runtime.sessions.journal import Journal
 from runtime.sessions.pool import WarmPool
 from runtime.sessions.quotas import TenantQuotas
-from runtime.sessions.reaper import clamp_window
+from runtime.sessions.reaper import Expiry, clamp_window
 from runtime.sessions.records import record_of
 from runtime.sessions.restarts import RestartOps
-from runtime.sessions.session import CLOSED, CLOSING, READY, Allowlist, Session
+from runtime.sessions.session import CLOSED, CLOSING, READY, Session
 from runtime.sessions.transfers import upload_tar
 from runtime.state.durable import Durable
 from runtime.state.sessions import (
     REASON_CLOSED,
-    REASON_IDLE,
     REASON_LOST,
     REASON_SHUTDOWN,
-    REASON_TTL,
     SessionRecord,
 )
 from runtime.tools.validation import env_problem
@@ -105,6 +105,7 @@ class SessionManager(RestartOps):
         egress: Egress | None = None,
         metrics: Metrics | None = None,
         durable: Durable | None = None,
+        clock: Clock = REAL_CLOCK,
     ) -> None:
         self._config = config
         # Sessions and journals on disk (None: in memory only, gone with the process).
@@ -116,7 +117,7 @@ class SessionManager(RestartOps):
         # Told of every session the daemon ends itself (TTL, idle, a lost
         # sandbox, shutdown) with the reason; CloseSession's caller knows already.
         self._on_ended = on_ended or (lambda session, reason: None)
-        self.quotas = TenantQuotas(config)
+        self.quotas = TenantQuotas(config, clock)
         self.egress = egress or Egress(config)
         self._sessions: dict[str, Session] = {}
         # Sessions closed lately, as their records (GetSession, CloseSession
@@ -135,7 +136,9 @@ class SessionManager(RestartOps):
         self._reap_lock = asyncio.Lock()
         self._pool: WarmPool | None = None
         if config.pool_size:
-            self._pool = WarmPool(config, backend, self._ensure_reaped, self._has_room)
+            self._pool = WarmPool(
+                config, backend, self._ensure_reaped, self._has_room, clock.monotonic
+            )
 
     async def start(self) -> None:
         if self._durable is not None:
@@ -204,23 +207,10 @@ class SessionManager(RestartOps):
 
     # -- lifecycle ----------------------------------------------------------
     async def create(self, tenant: str, request: SessionRequest) -> Session:
+        """Validate the request, provision its sandbox, then finish the
+        session in it (any failure there closes the session again)."""
         started = time.monotonic()
-        if self._shutting_down:
-            msg = "the daemon is shutting down"
-            raise AdmissionRefused(msg)
-        for key, value in request.env.items():
-            problem = env_problem(key, value)
-            if problem:
-                msg = f"env {key[:60]!r}: {problem}"
-                raise BadRequest(msg)
-        limits = request.limits.merged_over(self._config.defaults, self._config.maxima)
-        problem = tmpfs_overflow(limits.workspace_bytes, limits.tmp_bytes, limits.memory_bytes)
-        if problem:
-            msg = f"limits (after defaults and maxima): {problem}"
-            raise BadRequest(msg)
-        paths = session_policy(request.allowlist, self._config.allowlist_max_roots)
-        names = self._secret_names(tenant, request.secrets)
-        network = self.egress.policy_for(tenant, request.network)
+        limits, paths, names, network = self._validated(tenant, request)
         env = {**proxy_env(), **request.env} if network.enabled else dict(request.env)
         session_id = uuid.uuid4().hex
         spec = SandboxSpec(
@@ -263,34 +253,7 @@ class SessionManager(RestartOps):
         )
         self._sessions[session_id] = session
         self._watch(session)
-        if self._shutting_down:
-            await self._close(session)
-            msg = "the daemon is shutting down"
-            raise AdmissionRefused(msg)
-        if names:
-            try:
-                await sandbox.agent.set_secrets(session.redactor.secrets)
-            except BaseException:
-                await self._close(session, "its secrets could not be handed to the sandbox")
-                raise
-        if network.enabled:
-            await self._connect(session)
-        if request.workspace_tar:
-            try:
-                await upload_tar(session, WORKSPACE, request.workspace_tar)
-            except BaseException:
-                await self._close(session, "its workspace_tar could not be unpacked")
-                raise
-        if self._durable is not None:
-            session.journal.sink = SessionSink(self._durable, session)
-            record = record_of(session)
-            if request.fork:
-                record.spec["fork"] = request.fork
-            try:
-                await self._durable.save_session(record)
-            except BaseException:
-                await self._close(session, "its record could not be stored")
-                raise
+        await self._finish(session, request)
         source = request.origin or (SOURCE_COLD if session_id == spec_id else SOURCE_POOL)
         self._metrics.session_created(source, time.monotonic() - started)
         log.info(
@@ -302,6 +265,61 @@ class SessionManager(RestartOps):
             extra={"session_id": session_id},
         )
         return session
+
+    def _validated(
+        self, tenant: str, request: SessionRequest
+    ) -> tuple[Limits, PathPolicy, list[str], NetworkPolicy]:
+        """What the request settles on once checked (nothing is started yet):
+        its limits, paths, secret names and network policy."""
+        if self._shutting_down:
+            msg = "the daemon is shutting down"
+            raise AdmissionRefused(msg)
+        for key, value in request.env.items():
+            problem = env_problem(key, value)
+            if problem:
+                msg = f"env {key[:60]!r}: {problem}"
+                raise BadRequest(msg)
+        limits = request.limits.merged_over(self._config.defaults, self._config.maxima)
+        problem = tmpfs_overflow(limits.workspace_bytes, limits.tmp_bytes, limits.memory_bytes)
+        if problem:
+            msg = f"limits (after defaults and maxima): {problem}"
+            raise BadRequest(msg)
+        paths = session_policy(request.allowlist, self._config.allowlist_max_roots)
+        names = self._secret_names(tenant, request.secrets)
+        return limits, paths, names, self.egress.policy_for(tenant, request.network)
+
+    async def _finish(self, session: Session, request: SessionRequest) -> None:
+        """Hand the new session its secrets, network, workspace and record."""
+        if self._shutting_down:
+            await self._close(session)
+            msg = "the daemon is shutting down"
+            raise AdmissionRefused(msg)
+        if session.secrets:
+            async with self._closed_on_failure(
+                session, "its secrets could not be handed to the sandbox"
+            ):
+                await session.sandbox.agent.set_secrets(session.redactor.secrets)
+        if session.network.enabled:
+            await self._connect(session)
+        if request.workspace_tar:
+            async with self._closed_on_failure(session, "its workspace_tar could not be unpacked"):
+                await upload_tar(session, WORKSPACE, request.workspace_tar)
+        if self._durable is not None:
+            session.journal.sink = SessionSink(self._durable, session)
+            record = record_of(session)
+            if request.fork:
+                record.spec["fork"] = request.fork
+            async with self._closed_on_failure(session, "its record could not be stored"):
+                await self._durable.save_session(record)
+
+    @contextlib.asynccontextmanager
+    async def _closed_on_failure(self, session: Session, why: str) -> AsyncIterator[None]:
+        """The undo of a session being made: a step that fails closes it for `why`."""
+        try:
+            yield
+        except BaseException:
+            await self._close(session, why)
+            raise
 
     def _secret_names(self, tenant: str, asked: list[str]) -> list[str]:
         """The distinct names asked for: INVALID_ARGUMENT for one secrets_file
@@ -358,15 +376,13 @@ class SessionManager(RestartOps):
     async def _connect(self, session: Session) -> None:
         """Open the session's proxy and have its agent relay to it; else close it."""
         try:
-            await self.egress.open(session.id, session.network, session.tenant)
-            await session.sandbox.agent.relay_start()
-        except BaseException as exc:
-            await self._close(session, "its network could not be set up")
-            if isinstance(exc, ToolFailure | OSError):
-                reason = exc.message if isinstance(exc, ToolFailure) else str(exc)
-                msg = f"the session's network could not be set up: {reason}"
-                raise EngineUnavailable(msg) from exc
-            raise
+            async with self._closed_on_failure(session, "its network could not be set up"):
+                await self.egress.open(session.id, session.network, session.tenant)
+                await session.sandbox.agent.relay_start()
+        except (ToolFailure, OSError) as exc:
+            reason = exc.message if isinstance(exc, ToolFailure) else str(exc)
+            msg = f"the session's network could not be set up: {reason}"
+            raise EngineUnavailable(msg) from exc
 
     def get(self, tenant: str, session_id: str) -> Session:
         session = self._sessions.get(session_id)
@@ -382,12 +398,11 @@ class SessionManager(RestartOps):
         """Every session of every tenant that is not closed yet (for the reaper)."""
         return list(self._sessions.values())
 
-    async def expire(self, session: Session, reason: str) -> None:
-        """Close `session` for `reason` (TTL or idle); its running calls get it."""
-        code = REASON_IDLE if "(idle limit)" in reason else REASON_TTL
-        await self._close(session, reason, code)
-        self._metrics.session_closed(code)
-        self._on_ended(session, reason)
+    async def expire(self, session: Session, expiry: Expiry) -> None:
+        """Close `session` past its TTL or idle limit; its running calls get the reason."""
+        await self._close(session, expiry.reason, expiry.code)
+        self._metrics.session_closed(expiry.code)
+        self._on_ended(session, expiry.reason)
 
     async def close(self, tenant: str, session_id: str) -> str:
         waiting = self._adopting.get(session_id)

@@ -29,11 +29,10 @@ import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
 
 from runtime.config import Config, Limits, PoolProfile
 from runtime.observability.window import PerSecond
-from runtime.sandbox.backend import Sandbox, SandboxBackend, SandboxSpec
+from runtime.sandbox.backend import NotOffered, Sandbox, SandboxBackend, SandboxSpec
 
 log = logging.getLogger(__name__)
 
@@ -48,11 +47,6 @@ TICK_S = 1.0
 # Containers one profile creates at once: a burst's cold creates and the
 # fills behind it share one engine.
 MAX_FILLING = 4
-
-
-@runtime_checkable
-class LimitUpdater(Protocol):
-    async def update_limits(self, sandbox_id: str, limits: Limits) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -268,11 +262,11 @@ class WarmPool:
                 self._discard(warm, warm.sandbox.lost)
                 continue
             if not _runtime_limits_equal(warm.limits, limits):
-                if not isinstance(self._backend, LimitUpdater):
-                    self._discard(warm, "the backend cannot change limits")
-                    return None
                 try:
                     await self._backend.update_limits(warm.session_id, limits)
+                except NotOffered as exc:
+                    self._discard(warm, str(exc))
+                    return None
                 except Exception as exc:  # noqa: BLE001 - the caller is served cold
                     self._discard(warm, f"setting its limits failed: {exc}")
                     return None

@@ -20,13 +20,11 @@ pile up held calls; beyond that, refusals are immediate again.
 
 from __future__ import annotations
 
-import asyncio
 import fnmatch
 import math
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
+from runtime.clock import REAL_CLOCK, Clock
 from runtime.config import Config, Limits, TenantQuota
 from runtime.errors import AdmissionRefused, PermissionDenied, RateLimited
 
@@ -59,7 +57,7 @@ class Bucket:
 class TenantQuotas:
     """Admission and rate checks of every tenant, by the config's `[tenants]` tables."""
 
-    def __init__(self, config: Config, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, config: Config, clock: Clock = REAL_CLOCK) -> None:
         self._config = config
         self._clock = clock
         self._usage: dict[str, Usage] = {}
@@ -153,13 +151,13 @@ class TenantQuotas:
         bucket = self._buckets.get(tenant)
         # A batch larger than the burst never fits: refused at once.
         if bucket is not None and bucket.held < MAX_HELD and count <= bucket.burst:
-            early = bucket.told - self._clock()
+            early = bucket.told - self._clock.monotonic()
             if early > 0:
                 bucket.held += 1
                 try:
                     # A microsecond over, so that the named time's token is
                     # there despite the rounding of the clock's floats.
-                    await asyncio.sleep(min(early + 1e-6, MAX_HOLD_S))
+                    await self._clock.sleep(min(early + 1e-6, MAX_HOLD_S))
                 finally:
                     bucket.held -= 1
         self.spend_calls(tenant, count)
@@ -171,7 +169,7 @@ class TenantQuotas:
             return
         rate = quota.calls_per_second
         burst = quota.burst or max(1, math.ceil(rate))
-        now = self._clock()
+        now = self._clock.monotonic()
         bucket = self._buckets.get(tenant)
         if bucket is None:
             bucket = self._buckets[tenant] = Bucket(float(burst), now, burst)

@@ -15,8 +15,10 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from typing import NamedTuple
 
 from runtime.sessions.session import READY, Session
+from runtime.state.sessions import REASON_IDLE, REASON_TTL
 
 log = logging.getLogger(__name__)
 
@@ -33,15 +35,25 @@ def clamp_window(asked: float, default: float, maximum: float) -> float:
     return value
 
 
-def expiry_reason(session: Session, wall: float, monotonic: float) -> str | None:
+class Expiry(NamedTuple):
+    """Which limit a session reached (`code`, state.sessions REASON_*) and
+    the words its running calls are told (`reason`)."""
+
+    code: str
+    reason: str
+
+
+def expiry_of(session: Session, wall: float, monotonic: float) -> Expiry | None:
     """Why `session` must close now, or None if it may live on."""
     if session.state != READY:
         return None
     if session.expires_at and wall >= session.expires_at:
-        return f"the session reached the end of its lifetime (ttl {session.ttl_seconds:g} s)"
+        why = f"the session reached the end of its lifetime (ttl {session.ttl_seconds:g} s)"
+        return Expiry(REASON_TTL, why)
     idle_for = monotonic - session.last_used
     if session.idle_seconds and session.active_calls == 0 and idle_for >= session.idle_seconds:
-        return f"the session had no call for {session.idle_seconds:g} s (idle limit)"
+        why = f"the session had no call for {session.idle_seconds:g} s (idle limit)"
+        return Expiry(REASON_IDLE, why)
     return None
 
 
@@ -51,7 +63,7 @@ class Reaper:
     def __init__(
         self,
         sessions: Callable[[], list[Session]],
-        close: Callable[[Session, str], Awaitable[None]],
+        close: Callable[[Session, Expiry], Awaitable[None]],
         interval_s: float,
     ) -> None:
         self._sessions = sessions
@@ -73,11 +85,11 @@ class Reaper:
     async def sweep(self) -> int:
         """Close every session past a limit now; returns how many."""
         wall, mono = time.time(), time.monotonic()
-        due = [(s, r) for s in self._sessions() if (r := expiry_reason(s, wall, mono))]
-        for session, reason in due:
-            log.info("session %s expires: %s", session.id, reason)
+        due = [(s, e) for s in self._sessions() if (e := expiry_of(s, wall, mono))]
+        for session, expiry in due:
+            log.info("session %s expires: %s", session.id, expiry.reason)
         outcomes = await asyncio.gather(
-            *(self._close(s, r) for s, r in due), return_exceptions=True
+            *(self._close(s, e) for s, e in due), return_exceptions=True
         )
         for (session, _), outcome in zip(due, outcomes, strict=True):
             if isinstance(outcome, BaseException):

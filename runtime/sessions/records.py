@@ -14,8 +14,8 @@ import time
 
 from runtime.agent.redact import Redactor
 from runtime.config import Limits
-from runtime.egress.policy import NetworkPolicy, parse_patterns
 from runtime.policy.allowlist import PathPolicy
+from runtime.policy.hosts import NetworkPolicy, parse_patterns
 from runtime.sandbox.backend import Sandbox
 from runtime.sessions.journal import Journal
 from runtime.sessions.session import READY, Session

@@ -23,6 +23,7 @@ from runtime.sessions.adoption import Adopter
 from runtime.sessions.journal import Journal
 from runtime.sessions.quotas import TenantQuotas
 from runtime.sessions.session import CLOSED, Session
+from runtime.sessions.views import SessionInfo, info_of, info_of_record
 from runtime.state.durable import Durable
 from runtime.state.sessions import CLOSED_KEEP_S, REASON_LOST, SessionRecord
 
@@ -183,19 +184,20 @@ class RestartOps:
         record = await self._closed_record(tenant, session_id)
         return record is not None and record.closed_reason == REASON_LOST
 
-    async def describe(self, tenant: str, session_id: str) -> Session | SessionRecord:
-        """An open (or closing) session, or the record of one closed within the last hour."""
+    async def describe(self, tenant: str, session_id: str) -> SessionInfo:
+        """An open (or closing) session, or one closed within the last hour, as
+        its client sees it."""
         try:
-            return await self.lookup(tenant, session_id)
+            return info_of(await self.lookup(tenant, session_id))
         except (SessionNotFound, SessionUnusable):
             closing = self._sessions.get(session_id)
             if closing is not None and closing.tenant == tenant:
-                return closing  # state "closing"
+                return info_of(closing)  # state "closing"
             record = await self._closed_record(tenant, session_id)
             if record is None:
                 msg = f"no open session {session_id!r}"
                 raise SessionNotFound(msg) from None
-            return record
+            return info_of_record(record)
 
     def _remember_closed(self, record: SessionRecord) -> None:
         self._closed[record.id] = record

@@ -7,26 +7,18 @@ import contextlib
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 from runtime.agent.redact import Redactor
 from runtime.config import Limits
-from runtime.constants import WORKSPACE
-from runtime.egress.policy import NetworkPolicy
 from runtime.policy.allowlist import PathPolicy
+from runtime.policy.hosts import NetworkPolicy
 from runtime.sandbox.backend import Sandbox
 from runtime.sessions.journal import Journal
+from runtime.tools.shell_state import ToolState
 
 READY = "ready"
 CLOSING = "closing"
 CLOSED = "closed"
-
-
-@dataclass
-class Allowlist:
-    read_roots: list[str] = field(default_factory=lambda: [WORKSPACE])
-    write_roots: list[str] = field(default_factory=lambda: [WORKSPACE])
-    deny_globs: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -56,7 +48,7 @@ class Session:
     # Calls with side effects run one at a time, in arrival order.
     write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     # State tools keep between calls (the shell's directory and environment).
-    tool_state: dict[str, Any] = field(default_factory=dict)
+    tool_state: ToolState = field(default_factory=ToolState)
     # Calls and transfers running or waiting right now: a session with one
     # is never idle.
     active_calls: int = 0

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Iterator
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from runtime.constants import WORKSPACE, WRITABLE_AREAS
 from runtime.errors import BadRequest, SessionUnusable, ToolFailure
@@ -32,12 +32,18 @@ from runtime.policy.allowlist import is_within, normalize
 from runtime.sessions.session import Session
 from runtime.sessions.slots import TransferSlots
 
-if TYPE_CHECKING:
-    from runtime.sessions.manager import SessionManager
-
 # Where a sandbox keeps anything worth moving: its writable filesystems (and
 # not, say, /proc, whose files never end).
 TRANSFER_AREAS = WRITABLE_AREAS
+
+
+class SessionManager(Protocol):
+    """What transfers need of the session manager (which seeds a new
+    session's workspace with `upload_tar`, so it is not imported here)."""
+
+    async def lookup(self, tenant: str, session_id: str) -> Session: ...
+
+    async def lose(self, session: Session, reason: str) -> None: ...
 
 
 @contextlib.contextmanager
@@ -47,7 +53,9 @@ def as_request_errors(session: Session) -> Iterator[None]:
     try:
         yield
     except ToolFailure as exc:
-        msg = f"session {session.id}: {exc.code}: {exc.message}"
+        # The agent's message may name a path whose name holds a secret.
+        message = session.redactor.redact_text(exc.message)
+        msg = f"session {session.id}: {exc.code}: {message}"
         raise BadRequest(msg) from exc
 
 

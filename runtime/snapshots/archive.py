@@ -1,10 +1,12 @@
 """Snapshots in and out of sandboxes as tar streams, sandbox → daemon → sandbox.
 
 Out: the agent packs the areas (`agent/pack.py`: O_NOFOLLOW walk, links
-stored as links, sockets, FIFOs and devices left out, secrets redacted in
-text files) and `capture` reads the stream as it arrives, in a worker
-thread, turning each member into a manifest entry and each regular file
-into a staged blob. The stream comes from the sandbox, so it is untrusted:
+stored as links, sockets, FIFOs and devices left out; nothing redacted)
+and `capture` reads the stream as it arrives, in a worker thread, turning
+each member into a manifest entry and each regular file into a staged
+blob. A name, link target or content holding a value of the session's
+secrets refuses the snapshot: stored files are never rewritten, and no
+byte of a value reaches the store. The stream comes from the sandbox, so it is untrusted:
 names are checked here, only the blob's hash ever names a file in the
 store, and setuid/setgid/sticky bits are dropped.
 
@@ -23,7 +25,8 @@ import tarfile
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from typing import Any
 
-from runtime.errors import BadRequest
+from runtime.agent.redact import Redactor
+from runtime.errors import BadRequest, HoldsSecret
 from runtime.snapshots.staging import CHUNK, Staging
 from runtime.snapshots.store import Entry, SnapshotStore
 
@@ -79,14 +82,63 @@ def area_and_path(name: str, areas: dict[str, str]) -> tuple[str, str]:
     return parts[0], "/".join(parts[1:])
 
 
-def _read_members(source: Any, staging: Staging, areas: dict[str, str]) -> list[Entry]:
-    """The manifest of the archive read from `source`; files go to `staging`."""
+class _Unsecret:
+    """A member's content as staging reads it, refused (HoldsSecret) before
+    any byte of a secret value it holds is handed on: each read looks
+    `ahead` bytes further, so a value split across reads is seen whole
+    while its first part is still here."""
+
+    def __init__(self, source: Any, redactor: Redactor, name: str) -> None:
+        self._source = source
+        self._redactor = redactor
+        self._name = name
+        self._ahead = max(0, redactor.longest - 1)
+        self._buf = b""
+        self._seen = b""  # the last bytes handed on, for a value that spans them
+
+    def read(self, size: int) -> bytes:
+        want = size + self._ahead
+        while len(self._buf) < want and (more := self._source.read(want - len(self._buf))):
+            self._buf += more
+        if self._redactor.found(self._seen + self._buf):
+            raise _holds_secret(self._redactor, self._name, "content")
+        data, self._buf = self._buf[:size], self._buf[size:]
+        self._seen = (self._seen + data)[-self._ahead :] if self._ahead else b""
+        return data
+
+
+def _holds_secret(redactor: Redactor, name: str, where: str) -> HoldsSecret:
+    msg = (
+        f"{redactor.redact_text(name)}: its {where} holds a value of the session's secrets, "
+        "and a snapshot never stores one; remove it from the files (or rename it), then "
+        "snapshot again"
+    )
+    return HoldsSecret(msg)
+
+
+def _check_member(member: tarfile.TarInfo, path: str, redactor: Redactor) -> None:
+    """HoldsSecret for a name or link target holding a secret value (`path`:
+    the member's in the sandbox): those are state, never rewritten."""
+    if redactor.found_text(member.name):
+        raise _holds_secret(redactor, path, "name")
+    if member.issym() and redactor.found_text(member.linkname):
+        raise _holds_secret(redactor, path, "link target")
+
+
+def _read_members(
+    source: Any, staging: Staging, areas: dict[str, str], redactor: Redactor
+) -> list[Entry]:
+    """The manifest of the archive read from `source`; files go to `staging`.
+
+    The archive is the sandbox's files as they are (not redacted): one holding
+    a value of `redactor`'s secrets anywhere is refused, naming the path."""
     entries: list[Entry] = []
     try:
         with tarfile.open(fileobj=source, mode="r|") as tar:
             for member in tar:
                 tar.members.clear()  # type: ignore[attr-defined]  # one pass: keep none
                 area, path = area_and_path(member.name, areas)
+                _check_member(member, posixpath.join(areas[area], path), redactor)
                 if not path:
                     continue  # the area itself exists in every sandbox
                 mode = member.mode & MODE_BITS
@@ -95,10 +147,12 @@ def _read_members(source: Any, staging: Staging, areas: dict[str, str]) -> list[
                 elif member.issym():
                     entries.append(Entry(area, path, "symlink", mode, linkname=member.linkname))
                 elif member.isfile():
-                    data = tar.extractfile(member)
-                    if data is None:
+                    content: Any = tar.extractfile(member)
+                    if content is None:
                         continue
-                    sha = staging.add(data, member.size)
+                    if redactor.regex is not None:
+                        content = _Unsecret(content, redactor, posixpath.join(areas[area], path))
+                    sha = staging.add(content, member.size)
                     entries.append(
                         Entry(area, path, "file", mode, member.size, sha, mtime=int(member.mtime))
                     )
@@ -110,13 +164,17 @@ def _read_members(source: Any, staging: Staging, areas: dict[str, str]) -> list[
 
 
 async def capture(
-    chunks: AsyncGenerator[bytes, None], staging: Staging, areas: dict[str, str]
+    chunks: AsyncGenerator[bytes, None],
+    staging: Staging,
+    areas: dict[str, str],
+    redactor: Redactor,
 ) -> list[Entry]:
     """Read the agent's archive of `areas` (name in the archive → path) into
-    `staging`; the manifest, in archive order."""
+    `staging`; the manifest, in archive order. HoldsSecret if it holds a
+    value of `redactor`'s secrets."""
     async with contextlib.aclosing(chunks):
         bridge = Bridge(chunks, asyncio.get_running_loop())
-        entries = await asyncio.to_thread(_read_members, bridge, staging, areas)
+        entries = await asyncio.to_thread(_read_members, bridge, staging, areas, redactor)
         # The padding after the end blocks, and the agent's final answer
         # (a failure of the pack surfaces here).
         async for _ in chunks:

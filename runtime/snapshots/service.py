@@ -2,8 +2,9 @@
 
 A snapshot holds `/workspace` (and `/tmp` when asked), the shell's
 directory and persisted exports (references to secrets, never values:
-`agent/redact.py` keeps them out of shell state, and pack redacts secret
-values from text files), and what a fork needs of the session's spec.
+`agent/redact.py` keeps them out of shell state, and a capture holding a
+value anywhere is refused, see `archive.py`), and what a fork needs of
+the session's spec.
 Processes are not part of it.
 
 Taking one, restoring one and forking from a live session hold the
@@ -30,23 +31,21 @@ from runtime.constants import TMP, WORKSPACE
 from runtime.egress.service import NetworkRequest, proxy_env
 from runtime.errors import BadRequest, EngineUnavailable, SnapshotRefused, StateUnavailable
 from runtime.observability.metrics import SOURCE_FORK, SOURCE_SNAPSHOT, Metrics
+from runtime.policy.allowlist import Allowlist
 from runtime.sessions.manager import SessionManager, SessionRequest
-from runtime.sessions.session import Allowlist, Session
+from runtime.sessions.records import tool_state_json, wall_of
+from runtime.sessions.session import Session
 from runtime.sessions.transfers import as_request_errors, session_activity
 from runtime.snapshots.archive import area_name, capture, restore_chunks
 from runtime.snapshots.staging import RESERVE_KEY
 from runtime.snapshots.store import FORK, START, USER, Entry, Snapshot, SnapshotStore, new_id
 from runtime.state.db import StateError
 from runtime.state.durable import Durable
-from runtime.tools.shell_state import STATE_KEY, ShellState
+from runtime.tools.shell_state import ShellState
 
 log = logging.getLogger(__name__)
 
 MAX_FORKS = 16
-# Where a session keeps the id of its start snapshot ("" for an empty
-# workspace, None when none could be taken, and then why under START_WHY).
-START_KEY = "snapshots.start"
-START_WHY = "snapshots.start_why"
 # How often blobs no snapshot references are looked for (and at start-up).
 COLLECT_EVERY_S = 3600.0
 # Slack over the areas' limits for tar headers in an archive's byte cap.
@@ -152,9 +151,10 @@ class Snapshots:
         try:
             with as_request_errors(session):
                 entries = await capture(
-                    session.sandbox.agent.archive(paths, cap),
+                    session.sandbox.agent.archive(paths, cap, redact=False),
                     staging,
                     {area_name(p): p for p in paths},
+                    session.redactor,
                 )
         except BaseException:
             staging.discard()
@@ -192,7 +192,7 @@ class Snapshots:
     async def started(self, session: Session, seeded: bool) -> None:
         """Record what the new session's workspace holds: nothing (free), or,
         when an archive seeded it, a snapshot of it (deduplicated)."""
-        session.tool_state[START_KEY] = ""
+        session.tool_state.start_snapshot = ""
         if not seeded:
             return  # (and the store is not even opened)
         try:
@@ -200,10 +200,22 @@ class Snapshots:
                 start = await self._take(session, "", False, START)
         except Exception as exc:  # noqa: BLE001 - workspace_diff says so; the session is fine
             log.warning("session %s: no start snapshot (%s)", session.id, exc)
-            session.tool_state[START_KEY] = None
-            session.tool_state[START_WHY] = str(exc)
+            session.tool_state.start_snapshot = None
+            session.tool_state.start_why = str(exc)
+        else:
+            session.tool_state.start_snapshot = start.id
+        await self._keep_start(session)
+
+    async def _keep_start(self, session: Session) -> None:
+        """Store what `started` recorded, so that a restarted daemon's
+        workspace_diff compares with the same start (the session's record was
+        written before its start snapshot was taken)."""
+        if self._durable is None:
             return
-        session.tool_state[START_KEY] = start.id
+        with contextlib.suppress(StateUnavailable):  # kept with the next call's record
+            await self._durable.touch_session(
+                session.id, session.calls, wall_of(session.last_used), tool_state_json(session)
+            )
 
     async def baseline(
         self, session: Session, since: str
@@ -211,9 +223,9 @@ class Snapshots:
         """The workspace entries `since` ("start" or a snapshot id of the
         session's tenant), and a reader of their blobs."""
         if since == "start":
-            start = session.tool_state.get(START_KEY, "")
+            start = session.tool_state.start_snapshot
             if start is None:
-                why = session.tool_state.get(START_WHY) or "unknown"
+                why = session.tool_state.start_why or "unknown"
                 msg = f"this session's start was not recorded ({why}); pass a snapshot id as since"
                 raise BadRequest(msg)
             if not start:
@@ -288,7 +300,7 @@ class Snapshots:
                 async with contextlib.aclosing(chunks):
                     await session.sandbox.agent.extract(path, chunks, restore=True)
         shell = snapshot.source.get("shell", {})
-        session.tool_state[STATE_KEY] = ShellState(
+        session.tool_state.shell = ShellState(
             cwd=shell.get("cwd", WORKSPACE),
             env_set=dict(shell.get("env_set", {})),
             env_unset=set(shell.get("env_unset", [])),
@@ -315,7 +327,8 @@ class Snapshots:
                 await self._purge_orphans()
                 start = self._new(session, "", START, entries, snapshot.source)
                 await asyncio.to_thread(self.store.copy, start, entries)
-            session.tool_state[START_KEY] = start.id
+            session.tool_state.start_snapshot = start.id
+            await self._keep_start(session)
         except BaseException:
             with contextlib.suppress(Exception):
                 await self._manager.close(tenant, session.id)
@@ -419,9 +432,7 @@ def _check_fits(snapshot: Snapshot, entries: list[Entry], limits: Limits) -> Non
 
 def _source_of(session: Session, include_tmp: bool) -> dict[str, Any]:
     """What a fork needs of the session: its settings and shell state."""
-    shell = session.tool_state.get(STATE_KEY)
-    if not isinstance(shell, ShellState):
-        shell = ShellState()
+    shell = session.tool_state.shell
     proxy = proxy_env() if session.network.enabled else {}
     return {
         "include_tmp": include_tmp,

@@ -168,6 +168,9 @@ class SnapshotStore:
         self.reserve_bytes = reserve_bytes
         self.share = share
         self._opened = db
+        # A database handed in is its owner's to close (the composition root's).
+        self._owns_db = db is None
+        self._made = False
         self.root = os.path.join(state_dir, "snapshots")
         self.ttl_seconds = ttl_seconds
         self._blobs = os.path.join(self.root, "blobs")
@@ -184,12 +187,13 @@ class SnapshotStore:
         """The database, opened (and the store's directories made) on first use."""
         with self._open_lock:
             if self._opened is None:
-                db = StateDB.open(self._state_dir, [COMPONENT])
+                self._opened = StateDB.open(self._state_dir, [COMPONENT])
+            if not self._made:
                 os.makedirs(self._blobs, mode=0o700, exist_ok=True)
                 # Staged blobs of captures a crash interrupted belong to nobody.
                 shutil.rmtree(self._staging, ignore_errors=True)
                 os.makedirs(self._staging, mode=0o700, exist_ok=True)
-                self._opened = db
+                self._made = True
             return self._opened
 
     def _rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -202,7 +206,7 @@ class SnapshotStore:
 
     def close(self) -> None:
         with self._open_lock:
-            if self._opened is not None:
+            if self._opened is not None and self._owns_db:
                 self._opened.close()
                 self._opened = None
 

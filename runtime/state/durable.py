@@ -20,21 +20,21 @@ from typing import TypeVar
 from runtime.config import Config
 from runtime.errors import StateUnavailable
 from runtime.models import ToolResult
-from runtime.state.db import StateDB, default_state_dir
+from runtime.state.db import StateDB
 from runtime.state.journal_store import JOURNAL, JournalRow, JournalStore
 from runtime.state.lock import StateLock
 from runtime.state.sessions import SESSIONS, SessionRecord, SessionStore
 
 log = logging.getLogger(__name__)
+# The schemas of the tables behind `Durable`.
+COMPONENTS = (SESSIONS, JOURNAL)
 T = TypeVar("T")
 
 
-def state_dir_of(config: Config) -> str:
-    return config.state_dir or default_state_dir(config.instance)
-
-
 class Durable:
-    """Async access to the sessions and journal tables of one StateDB."""
+    """Async access to the sessions and journal tables of one StateDB (the
+    composition root opens it with `COMPONENTS` among its schemas; closing
+    this closes it)."""
 
     def __init__(self, db: StateDB, config: Config, lock: StateLock | None = None) -> None:
         self.db = db
@@ -47,18 +47,6 @@ class Durable:
         # Why the latest write failed ("" once one succeeds again): while set,
         # every call is recorded as started first, so none runs unrecorded.
         self.broken = ""
-
-    @classmethod
-    def open(cls, config: Config) -> Durable:
-        """Lock state_dir, open (and migrate) the database; StateError
-        stops the start-up (another daemon holding the lock included)."""
-        state_dir = state_dir_of(config)
-        lock = StateLock.take(state_dir)
-        try:
-            return cls(StateDB.open(state_dir, [SESSIONS, JOURNAL]), config, lock)
-        except BaseException:
-            lock.release()
-            raise
 
     @property
     def path(self) -> str:

@@ -12,6 +12,7 @@ from runtime.agent.redact import Redactor
 from runtime.config import Limits, ShellConfig
 from runtime.policy.allowlist import PathPolicy
 from runtime.sandbox.agent_client import AgentClient
+from runtime.tools.shell_state import ToolState
 
 ArgsT = TypeVar("ArgsT", bound=BaseModel)
 # (snapshot manifest entries, read a blob by its SHA-256)
@@ -35,7 +36,7 @@ class ToolContext:
     on_output: Callable[[str, bytes], None] | None = None
     shell: ShellConfig = field(default_factory=ShellConfig)
     # The session's mutable per-tool state (e.g. the shell's working directory).
-    state: dict[str, Any] = field(default_factory=dict)
+    state: ToolState = field(default_factory=ToolState)
     # The session's path allowlist (file tools and `cwd`).
     allowlist: PathPolicy = field(default_factory=PathPolicy)
     # Redacts the session's secrets from what a tool builds of file contents.

@@ -18,11 +18,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from runtime.agent import protocol
 from runtime.constants import WORKSPACE
 from runtime.errors import InvalidArguments, PathDenied
-from runtime.policy.allowlist import normalize
 from runtime.tools.base import Tool, ToolContext
 from runtime.tools.network import NO_NETWORK
 from runtime.tools.output import without_surrogates
-from runtime.tools.validation import no_nul, path_too_long
+from runtime.tools.paths import asked_path, check_resolved, checked_path
+from runtime.tools.validation import no_nul
 
 DEFAULT_READ_LINES = 2000
 MAX_LIST_ENTRIES = 1000
@@ -83,42 +83,6 @@ class ListFilesArgs(BaseModel):
     )
 
     _path = field_validator("path")(no_nul)
-
-
-def refuse_long_path(path: str, field: str, via: str = "") -> None:
-    """INVALID_ARGUMENTS for a path the sandbox's kernel would refuse as too long."""
-    problem = path_too_long(path)
-    if problem is not None:
-        msg = f"/{field}{via} {problem}; use a shorter path"
-        raise InvalidArguments(msg)
-
-
-def asked_path(path: str, field: str = "path") -> str:
-    """`path` normalized, refused if the sandbox's kernel would find it too long."""
-    asked = normalize(path)
-    for candidate in (path, asked):
-        refuse_long_path(candidate, field)
-    return asked
-
-
-def check_resolved(
-    ctx: ToolContext, asked: str, resolved: str, write: bool = False, field: str = "path"
-) -> None:
-    """Refuse what `asked` resolved to unless the allowlist permits it and the
-    kernel's length limits allow it."""
-    refuse_long_path(resolved, field, via=" resolves to a path that")
-    ctx.allowlist.check(resolved, write=write, asked=asked)
-
-
-async def checked_path(
-    ctx: ToolContext, path: str, write: bool = False, field: str = "path"
-) -> tuple[str, str]:
-    """(resolved path, its type or "" when missing), allowed by the session's
-    allowlist and within the kernel's length limits (`field` names the argument)."""
-    asked = asked_path(path, field)
-    [item] = await ctx.agent.resolve([asked])
-    check_resolved(ctx, asked, item.path, write, field)
-    return item.path, item.type
 
 
 def refuse_hard_links(ctx: ToolContext, path: str, reply: protocol.ReadReply) -> None:

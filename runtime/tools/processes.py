@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from runtime import cpu
 from runtime.agent import protocol
+from runtime.agent.redact import Redactor
 from runtime.errors import InvalidArguments
 from runtime.tools.base import Tool, ToolContext
 from runtime.tools.output import render_stream
@@ -121,8 +122,9 @@ async def run_kill(ctx: ToolContext, args: ProcessIdArgs) -> dict[str, Any]:
 class _Collected:
     """Output gathered over the polls of one call, newest `cap` bytes kept."""
 
-    def __init__(self, cap: int) -> None:
+    def __init__(self, cap: int, redactor: Redactor) -> None:
         self.cap = cap
+        self.redactor = redactor
         self.data = bytearray()
         self.dropped = 0
 
@@ -136,7 +138,11 @@ class _Collected:
 
     def text(self) -> tuple[str, bool]:
         """The output as text, and whether invalid UTF-8 was replaced."""
-        return render_stream(bytes(self.data), b"", len(self.data))
+        text, replaced = render_stream(bytes(self.data), b"", len(self.data), 0, self.redactor)
+        if self.dropped:
+            # The oldest output went: what is kept may begin inside a secret.
+            text = self.redactor.redact_text(text, cut_before=True)
+        return text, replaced
 
 
 def _matches(pattern: regex.Pattern[str], collected: _Collected) -> bool:
@@ -154,7 +160,7 @@ async def run_output(ctx: ToolContext, args: ProcessOutputArgs) -> dict[str, Any
     timeout = min(args.timeout_s or 30.0, ctx.limits.call_timeout_s) if waits else 0.0
     deadline = time.monotonic() + timeout
     pattern = regex.compile(args.wait_for) if args.wait_for else None
-    collected = _Collected(ctx.limits.output_cap_bytes)
+    collected = _Collected(ctx.limits.output_cap_bytes, ctx.redactor)
     matched = False
     while True:
         reply, body = await ctx.agent.process_output(args.process_id)

@@ -15,7 +15,6 @@ from runtime.tools.processes import PROCESS_KILL, PROCESS_LIST, PROCESS_OUTPUT
 from runtime.tools.run_tests import RUN_TESTS
 from runtime.tools.shell import SHELL
 from runtime.tools.validation import Arguments, read_arguments, validate
-from runtime.tools.workspace_diff import WORKSPACE_DIFF
 
 
 class Registry:
@@ -55,7 +54,16 @@ class Registry:
         ]
 
 
-def default_registry() -> Registry:
-    tools: list[Tool[Any]] = [SHELL, READ_FILE, WRITE_FILE, EDIT_FILE, LIST_FILES, RUN_TESTS]
-    tools += [PROCESS_LIST, PROCESS_OUTPUT, PROCESS_KILL, WORKSPACE_DIFF]
-    return Registry(tools)
+# The tools of this folder; the composition root (`core.default_registry`)
+# adds those of the layers above (`workspace_diff`, which compares snapshots).
+TOOLS: tuple[Tool[Any], ...] = (
+    SHELL,
+    READ_FILE,
+    WRITE_FILE,
+    EDIT_FILE,
+    LIST_FILES,
+    RUN_TESTS,
+    PROCESS_LIST,
+    PROCESS_OUTPUT,
+    PROCESS_KILL,
+)

@@ -13,11 +13,12 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from runtime import cpu
 from runtime.agent import protocol
+from runtime.agent.redact import Redactor
 from runtime.constants import WORKSPACE
 from runtime.errors import CallTimeout, FileMissing, InvalidArguments, LimitExceeded
 from runtime.tools.base import Tool, ToolContext
-from runtime.tools.files import checked_path
 from runtime.tools.network import NO_NETWORK
+from runtime.tools.paths import checked_path
 from runtime.tools.shell import command_env, shell_output
 from runtime.tools.validation import command_too_long, no_nul
 
@@ -58,9 +59,11 @@ def _test_id(case: ET.Element) -> str:
     return "::".join(parts)
 
 
-def _message(problem: ET.Element) -> str:
+def _message(problem: ET.Element, redactor: Redactor) -> str:
     text = problem.get("message") or (problem.text or "").strip().splitlines()[-1:]
-    message = text if isinstance(text, str) else "".join(text)
+    # Parsing unescaped the report (`&lt;` is `<` again): redacted once more,
+    # before the cut below could leave a piece of a secret.
+    message = redactor.redact_text(text if isinstance(text, str) else "".join(text))
     if len(message) > MAX_MESSAGE_CHARS:
         message = message[: MAX_MESSAGE_CHARS - 3] + "..."
     return message
@@ -69,7 +72,8 @@ def _message(problem: ET.Element) -> str:
 class _Report:
     """What a JUnit report says, gathered from its parser's events."""
 
-    def __init__(self) -> None:
+    def __init__(self, redactor: Redactor) -> None:
+        self.redactor = redactor
         self.counts = {"tests": 0, "failed": 0, "errors": 0, "skipped": 0}
         self.failures: list[dict[str, str]] = []
         # Open elements, outermost first, each with whether it is a counted
@@ -108,15 +112,15 @@ class _Report:
         if self.in_suites:
             for problem in (*element.findall("failure"), *element.findall("error")):
                 if len(self.failures) < MAX_FAILURES:
-                    self.failures.append(
-                        {"test_id": _test_id(element), "message": _message(problem)}
-                    )
+                    test_id = self.redactor.redact_text(_test_id(element))
+                    message = _message(problem, self.redactor)
+                    self.failures.append({"test_id": test_id, "message": message})
         # Read and done with: the case leaves the tree (it is its parent's last child).
         if self.open:
             del self.open[-1][0][-1]
 
 
-def parse_junit(xml_text: bytes) -> dict[str, Any]:
+def parse_junit(xml_text: bytes, redactor: Redactor | None = None) -> dict[str, Any]:
     """Counts and failures of a pytest JUnit XML report.
 
     Fed to the parser a piece at a time, so a thread running this lets go of
@@ -124,7 +128,7 @@ def parse_junit(xml_text: bytes) -> dict[str, Any]:
     on the event loop nor memory grows with the number of cases.
     """
     parser: ET.XMLPullParser[Any] = ET.XMLPullParser(events=("start", "end"))
-    report = _Report()
+    report = _Report(redactor or Redactor())
     for start in range(0, len(xml_text), XML_PIECE_BYTES):
         parser.feed(xml_text[start : start + XML_PIECE_BYTES])
         report.take(parser.read_events())
@@ -178,7 +182,7 @@ async def run_tests(ctx: ToolContext, args: RunTestsArgs) -> dict[str, Any]:
         merge_output=True,
     )
     result, body = await ctx.agent.exec(request)
-    console = shell_output(result, body)["stdout"][-CONSOLE_TAIL_CHARS:]
+    console = shell_output(result, body, ctx.redactor)["stdout"][-CONSOLE_TAIL_CHARS:]
     try:
         _, xml_text = await ctx.agent.read(
             protocol.Read(path=report, raw=True, max_bytes=MAX_XML_BYTES)
@@ -189,7 +193,7 @@ async def run_tests(ctx: ToolContext, args: RunTestsArgs) -> dict[str, Any]:
     results: dict[str, Any] = {"passed": 0, "failed": 0, "errors": 0, "skipped": 0, "failures": []}
     if xml_text:
         try:
-            results = await cpu.compute(len(xml_text), parse_junit, xml_text)
+            results = await cpu.compute(len(xml_text), parse_junit, xml_text, ctx.redactor)
         except (ET.ParseError, ValueError):
             # Not a report pytest wrote (a plugin broke it): the console says more.
             xml_text = b""

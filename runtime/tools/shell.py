@@ -7,13 +7,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from runtime.agent import protocol, records
+from runtime.agent.redact import Redactor
 from runtime.constants import WORKSPACE
 from runtime.errors import CallTimeout, FileMissing, InvalidArguments, LimitExceeded, PathDenied
 from runtime.tools.base import Tool, ToolContext
-from runtime.tools.files import checked_path
 from runtime.tools.network import NO_NETWORK_SHELL
 from runtime.tools.output import render_stream
-from runtime.tools.shell_state import HOME, ShellState
+from runtime.tools.paths import checked_path
+from runtime.tools.shell_state import HOME
 from runtime.tools.validation import command_too_long, env_problem, no_nul
 
 # What every command sees before the session's and the call's own env: no
@@ -159,16 +160,18 @@ class ShellArgs(BaseModel):
         return value
 
 
-def shell_output(result: protocol.ExecResult, body: bytes) -> dict[str, Any]:
+def shell_output(
+    result: protocol.ExecResult, body: bytes, redactor: Redactor | None = None
+) -> dict[str, Any]:
     """The agent's ExecResult as DESIGN.md's `shell` output_json."""
     out, err = result.stdout, result.stderr
     cut = out.head + out.tail
     stdout, bad_out = render_stream(
-        body[: out.head], body[out.head : cut], out.total, out.dropped_lines
+        body[: out.head], body[out.head : cut], out.total, out.dropped_lines, redactor
     )
     err_body = body[cut:]
     stderr, bad_err = render_stream(
-        err_body[: err.head], err_body[err.head :], err.total, err.dropped_lines
+        err_body[: err.head], err_body[err.head :], err.total, err.dropped_lines, redactor
     )
     output: dict[str, Any] = {
         "exit_code": result.exit_code,
@@ -238,7 +241,7 @@ def exec_request(
 
 
 async def run_shell(ctx: ToolContext, args: ShellArgs) -> dict[str, Any]:
-    state = ShellState.of(ctx)
+    state = ctx.state.shell
     if args.cwd is not None:
         await checked_path(ctx, args.cwd, field="cwd")  # the allowlist's read roots govern cwd
     session_env = state.environment({**BASE_ENV, **ctx.env})
@@ -262,10 +265,10 @@ async def run_shell(ctx: ToolContext, args: ShellArgs) -> dict[str, Any]:
         if not isinstance(exc, FileMissing):
             why = f"cannot be entered ({str(exc).rsplit(': ', 1)[-1]})"
         notes.append(f"the previous working directory {gone} {why}; ran in {HOME}")
-    output = shell_output(result, data)
+    output = shell_output(result, data, ctx.redactor)
     notes += result.notes
     if result.shell_state is not None:
-        note = state.record(result.shell_state, env, args.persist_env, ctx.allowlist)
+        note = state.record(result.shell_state, env, args.persist_env, ctx.allowlist, ctx.redactor)
         if note:
             notes.append(note)
     if notes:

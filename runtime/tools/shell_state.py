@@ -11,12 +11,14 @@ import posixpath
 from dataclasses import dataclass, field
 
 from runtime.agent import protocol
+from runtime.agent.redact import Redactor
 from runtime.constants import WORKSPACE
 from runtime.policy.allowlist import PathPolicy
-from runtime.tools.base import ToolContext
 
 HOME = WORKSPACE
 STATE_KEY = "shell"
+# workspace_diff's "start" in a stored record.
+START_KEY = "start"
 # Variables that make every later shell run code or change its options before
 # the command: an export of them is for its own call, never kept.
 STARTUP_VARS = frozenset({"BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "BASH_XTRACEFD", "PS4"})
@@ -34,13 +36,6 @@ class ShellState:
     env_set: dict[str, str] = field(default_factory=dict)
     env_unset: set[str] = field(default_factory=set)
 
-    @classmethod
-    def of(cls, ctx: ToolContext) -> ShellState:
-        state = ctx.state.get(STATE_KEY)
-        if not isinstance(state, ShellState):
-            state = ctx.state[STATE_KEY] = ShellState()
-        return state
-
     def environment(self, base: dict[str, str]) -> dict[str, str]:
         env = {k: v for k, v in base.items() if k not in self.env_unset}
         env.update(self.env_set)
@@ -52,17 +47,25 @@ class ShellState:
         sent_env: dict[str, str],
         persist_env: bool,
         policy: PathPolicy | None = None,
+        redactor: Redactor | None = None,
     ) -> str | None:
         """Keep what a finished call left behind; a note for the model, if any.
 
         The directory is kept only inside the allowlist's read roots (the
-        reported path is already resolved inside the sandbox).
+        reported path is already resolved inside the sandbox), and only if
+        its name holds no secret value: a kept directory is stored state
+        (the sessions table, snapshots), and a name there is never rewritten.
         """
         policy = policy or PathPolicy()
         note = None
         cwd = report.cwd
         if cwd:
-            if cwd.startswith("/") and policy.allows(posixpath.normpath(cwd)):
+            if redactor is not None and redactor.found_text(cwd):
+                note = (
+                    f"the command ended in {redactor.redact_text(cwd)}, whose name holds a "
+                    f"secret value; it is not kept, the next call starts in {self.cwd}"
+                )
+            elif cwd.startswith("/") and policy.allows(posixpath.normpath(cwd)):
                 self.cwd = cwd
             else:
                 note = (
@@ -99,29 +102,51 @@ class ShellState:
         return note
 
 
-def dump_tool_state(state: dict[str, object]) -> dict[str, object]:
+@dataclass
+class ToolState:
+    """What a session's tools keep between its calls."""
+
+    # The shell's directory and exports (the shell tool's).
+    shell: ShellState = field(default_factory=ShellState)
+    # workspace_diff's "start": the id of the snapshot of the workspace an
+    # archive seeded, "" for an empty one, None when it could not be taken
+    # (snapshots.service writes it).
+    start_snapshot: str | None = ""
+    # Why it could not be taken (when `start_snapshot` is None).
+    start_why: str = ""
+
+
+def dump_tool_state(state: ToolState) -> dict[str, object]:
     """A session's tool state as JSON data (what the state database keeps)."""
-    shell = state.get(STATE_KEY)
-    if not isinstance(shell, ShellState):
-        return {}
+    shell = state.shell
     return {
         STATE_KEY: {
             "cwd": shell.cwd,
             "env_set": dict(shell.env_set),
             "env_unset": sorted(shell.env_unset),
-        }
+        },
+        START_KEY: {"snapshot": state.start_snapshot, "why": state.start_why},
     }
 
 
-def load_tool_state(data: dict[str, object]) -> dict[str, object]:
+def load_tool_state(data: dict[str, object]) -> ToolState:
     """`dump_tool_state` undone (a re-adopted session's shell goes on where it was)."""
+    state = ToolState()
     shell = data.get(STATE_KEY)
-    if not isinstance(shell, dict):
-        return {}
-    return {
-        STATE_KEY: ShellState(
+    if isinstance(shell, dict):
+        state.shell = ShellState(
             cwd=str(shell.get("cwd") or HOME),
             env_set={str(k): str(v) for k, v in dict(shell.get("env_set") or {}).items()},
             env_unset={str(k) for k in list(shell.get("env_unset") or [])},
         )
-    }
+    start = data.get(START_KEY)
+    if isinstance(start, dict):
+        # A record from before the start was kept has none: the start is then
+        # unknown, which workspace_diff says, rather than an empty workspace.
+        snapshot = start.get("snapshot")
+        state.start_snapshot = snapshot if isinstance(snapshot, str) else None
+        state.start_why = str(start.get("why") or "")
+    elif isinstance(shell, dict):
+        state.start_snapshot = None
+        state.start_why = "the session was adopted from a daemon that did not keep its start"
+    return state

@@ -15,9 +15,7 @@ import pytest
 
 from runtime.client import Client
 from tests.conftest import IMAGE
-from tests.helpers import containers_of, wait_for
-
-from .test_install import copy_tracked_tree, run
+from tests.helpers import containers_of, copy_tracked_tree, run, wait_for
 
 pytestmark = pytest.mark.docker
 

@@ -4,6 +4,7 @@ test names with `[network.hosts]`. Nothing leaves this machine."""
 
 from __future__ import annotations
 
+import ast
 import os
 import socket
 import time
@@ -13,7 +14,7 @@ import grpc
 import pytest
 
 from runtime.client import Client, ToolrtRpcError
-from runtime.egress.paths import relay_dir, socket_path
+from runtime.sandbox.relay_dirs import relay_dir, socket_path
 from tests.egress_upstreams import TOYPKG_VALUE, Upstreams, upstreams
 from tests.helpers import containers_of, free_port, under_gvisor, wait_for
 
@@ -306,8 +307,14 @@ def test_200_connections_of_one_session_do_not_starve_another(client, servers):
         done = greedy.call(
             "process_output", {"process_id": process, "wait_for": "done", "timeout_s": 60}
         )
-        counts = done.output["output"].splitlines()[-1]
-        assert counts == "done {'200': 64, '429': 136}" or counts == "done {'429': 136, '200': 64}"
+        counts = ast.literal_eval(done.output["output"].splitlines()[-1].removeprefix("done "))
+        # The cap's 64 were served; every other connection was refused. A
+        # refused connection is closed at once (a flood must hold no
+        # descriptors), so its 429 may be cut by the close: "closed" or a
+        # reset counts as refused too.
+        assert counts.pop("200") == 64, counts
+        assert sum(counts.values()) == 136, counts
+        assert set(counts) <= {"429", "closed", "ConnectionResetError"}, counts
 
 
 def test_closing_the_session_closes_its_proxy_and_socket(client, servers, egress):

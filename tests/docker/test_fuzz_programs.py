@@ -15,8 +15,17 @@ from hypothesis import strategies as st
 
 from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
 from runtime.client.programs import reason_of
-from tests.docker.test_fuzz_rpcs import doubles, int64s, proto_paths, proto_text, string_maps
-from tests.fuzzing import RPC_TIMEOUT_S, drawn, fuzz_settings, watched
+from tests.fuzzing import (
+    RPC_TIMEOUT_S,
+    doubles,
+    drawn,
+    fuzz_settings,
+    int64s,
+    proto_paths,
+    proto_text,
+    string_maps,
+    watched,
+)
 
 pytestmark = [pytest.mark.docker, pytest.mark.fuzz]
 

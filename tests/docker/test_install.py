@@ -4,7 +4,6 @@ session from there, warm by default, with its helper built at first start."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import signal
 import subprocess
@@ -17,36 +16,10 @@ import pytest
 
 from runtime.client import Client
 from runtime.images import RECIPE_DIR
-from tests.helpers import containers_of, wait_for
-
-from .test_lifecycle import free_port
+from tests.helpers import containers_of, copy_tracked_tree, free_port, run, wait_for
 
 pytestmark = pytest.mark.docker
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def copy_tracked_tree(dest: Path) -> None:
-    """What a fresh clone holds (the floors check's copy: no stale build/ inside)."""
-    path = ROOT / "scripts" / "check_floors.py"
-    spec = importlib.util.spec_from_file_location("check_floors", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    module.copy_tracked_tree(dest)
-
-
-def run(*command: str | Path, cwd: Path, env: dict[str, str] | None = None, timeout: float = 300):
-    done = subprocess.run(
-        [str(c) for c in command],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-    assert done.returncode == 0, f"{command}: {done.stdout[-2000:]}{done.stderr[-2000:]}"
-    return done
 
 
 @pytest.fixture(scope="module")

@@ -7,8 +7,7 @@ from __future__ import annotations
 import pytest
 
 from runtime.client import Client
-from tests.helpers import wait_for
-from tests.unit.test_cli_auth import toolrt
+from tests.helpers import toolrt, wait_for
 
 pytestmark = pytest.mark.docker
 

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import grpc
@@ -20,7 +18,7 @@ import pytest
 
 from runtime.client import Client, ToolrtRpcError
 from runtime.errors import DaemonStopping
-from tests.conftest import RunningDaemon, config_for_test, start_daemon
+from tests.conftest import RunningDaemon
 from tests.helpers import containers_of
 
 pytestmark = pytest.mark.docker
@@ -47,28 +45,6 @@ def crash(running: RunningDaemon) -> None:
     core.durable.close()
     running.loop.call_soon_threadsafe(running.loop.stop)
     running.thread.join(10)
-
-
-@pytest.fixture
-def instance(tmp_path, docker_client) -> Iterator[Any]:
-    """start(): a daemon of one instance and state_dir (shutdown "keep"); all
-    its containers are removed at the end."""
-    name = f"test-restart-{uuid.uuid4().hex[:8]}"
-    started: list[RunningDaemon] = []
-
-    def start(**overrides: Any) -> RunningDaemon:
-        values = {"instance": name, "state_dir": str(tmp_path), "shutdown": "keep"}
-        values.update(overrides)
-        running = start_daemon(config_for_test(**values))
-        started.append(running)
-        return running
-
-    yield start
-    for running in started:
-        if running.thread.is_alive():
-            running.stop()
-    for container in containers_of(docker_client, name):
-        container.remove(force=True)
 
 
 def test_a_crashed_daemons_session_is_readopted_whole(instance, docker_client):

@@ -157,7 +157,7 @@ def test_text_files_in_downloads_are_redacted_with_true_sizes(session):
 def test_persisted_exports_keep_a_reference_not_the_value(daemon, session):
     set_it = session.shell('export AUTH="token $GITHUB_TOKEN"; export PLAIN=1', persist_env=True)
     assert set_it.ok, set_it
-    state = daemon.daemon.core.manager.get("default", session.id).tool_state["shell"]
+    state = daemon.daemon.core.manager.get("default", session.id).tool_state.shell
     assert state.env_set == {"AUTH": "token ${GITHUB_TOKEN}", "PLAIN": "1"}
     assert TOKEN not in repr(state)
     digest = hashlib.sha256(f"token {TOKEN}".encode()).hexdigest()
@@ -168,7 +168,7 @@ def test_persisted_exports_keep_a_reference_not_the_value(daemon, session):
 def test_an_encoded_secret_is_not_persisted(daemon, session):
     result = session.shell('export B=$(printf %s "$GITHUB_TOKEN" | base64 -w0)', persist_env=True)
     assert "not kept for later calls: B" in result.output.get("note", ""), result
-    state = daemon.daemon.core.manager.get("default", session.id).tool_state["shell"]
+    state = daemon.daemon.core.manager.get("default", session.id).tool_state.shell
     assert "B" not in state.env_set
 
 

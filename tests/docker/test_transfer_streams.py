@@ -29,7 +29,7 @@ from runtime.agent import archives, flow, protocol
 from runtime.agent.files import FileOpError
 from runtime.sandbox.agent_client import AgentClient
 from runtime.sandbox.framing import AgentConnection
-from tests.unit.test_protocol import Pipe
+from tests.helpers import Pipe
 
 MiB = 1 << 20
 WINDOW = protocol.WINDOW_CHUNKS

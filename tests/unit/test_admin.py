@@ -11,8 +11,8 @@ from runtime.errors import EngineUnavailable
 from runtime.sandbox.backend import EngineInfo
 from runtime.sandbox.fake import FakeBackend
 from tests.conftest import config_for_test, start_daemon
+from tests.helpers import toolrt
 from tests.unit.secured import status_of
-from tests.unit.test_cli_auth import toolrt
 
 
 def workload(client: Client) -> str:

@@ -12,7 +12,7 @@ from runtime.agent import protocol
 from runtime.errors import OutcomeUnknown
 from runtime.sandbox.backend import ConnectedSandbox
 from runtime.sandbox.local import LocalBackend
-from tests.unit.test_local_backend import BASE_ENV, with_sandbox
+from tests.helpers import BASE_ENV, with_sandbox
 
 APPEND = "echo ran >> /workspace/count; wc -l < /workspace/count"
 

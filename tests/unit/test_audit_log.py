@@ -13,7 +13,7 @@ from runtime.auth.principals import TOKEN, Principal
 from runtime.egress.proxy import EgressEvent
 from runtime.errors import AuditUnavailable, SessionNotFound
 from runtime.models import ToolCall, ToolErrorInfo, ToolResult
-from tests.unit.test_auth_rules import Clock
+from tests.helpers import ManualClock as Clock
 
 ALICE = Principal("alice", "0123456789ab", TOKEN)
 NOPE = "no open session 'nope'"

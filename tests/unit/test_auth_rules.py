@@ -19,14 +19,7 @@ from runtime.auth.tokens import (
 )
 from runtime.config import AuthConfig, Config
 from runtime.errors import PermissionDenied, Unauthenticated
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.helpers import ManualClock as Clock
 
 
 def test_tokens_file_keeps_hashes_and_is_private(tmp_path):

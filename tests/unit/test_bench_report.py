@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import queue
 from pathlib import Path
 
 import pytest
 
-from bench import report
+from bench import report, shares
 from bench.run import NAMES
 from bench.stats import Sample
 
@@ -98,7 +99,63 @@ def test_target_table_names_the_baselines() -> None:
 
 
 def test_splice_replaces_only_between_the_markers(tmp_path: Path) -> None:
-    readme = tmp_path / "README.md"
-    readme.write_text(f"head\n{report.README_START}\nold\n{report.README_END}\ntail\n")
-    assert report.splice_readme(readme, "new")
-    assert readme.read_text() == f"head\n{report.README_START}\nnew\n{report.README_END}\ntail\n"
+    page = tmp_path / "benchmarks.md"
+    page.write_text(f"head\n{report.BENCH_START}\nold\n{report.BENCH_END}\ntail\n")
+    assert report.splice(page, "new")
+    assert page.read_text() == f"head\n{report.BENCH_START}\nnew\n{report.BENCH_END}\ntail\n"
+
+
+def test_the_readme_headline_keeps_a_few_ratios_in_their_order() -> None:
+    lines = report.headline(report.checks(_run(), EXTRA), NAMES, "Measured today.")
+    assert lines[0] == "Measured today."
+    rows = [line for line in lines if line.startswith("| ") and "measured" not in line]
+    assert len(rows) == len(report.HEADLINE)
+    assert rows[0].startswith("| Execute shell true vs SDK exec_run (p50, x faster) | 30 |")
+
+
+def test_exhaustion_rows_give_bob_beside_alice_as_ratios_to_alone() -> None:
+    found = {
+        "transfers": shares.Outcome(
+            alone=_sample("bob alone", 5),
+            beside=Sample("bob beside", times=[10 * MS] * 4, failures=2, note="UNAVAILABLE"),
+            alice={"ok": 3, "RESOURCE_EXHAUSTED": 17},
+            transfers=Sample("bob transfers", failures=1, note="DEADLINE_EXCEEDED"),
+        ),
+        "large_args": shares.Outcome(
+            alone=_sample("bob alone", 5),
+            beside=_sample("bob beside", 5),
+            alice="RuntimeError: the attacker could not start",
+        ),
+    }
+    rows = [line for line in shares.section(found, "Measured today.") if line.startswith("| ")]
+    transfers, large = rows[1], rows[2]
+    assert transfers.startswith(f"| {shares.Transfers.label} | 5.0 | 10.0 | 2.00 |")
+    assert "| 2 (UNAVAILABLE) | RESOURCE_EXHAUSTED 17, ok 3 |" in transfers
+    assert "1 failed (DEADLINE_EXCEEDED)" in transfers
+    # An attacker that failed says why instead of counts; the ratios still show.
+    assert "| 1.00 |" in large and "RuntimeError: the attacker could not start" in large
+
+
+def test_exhaustion_quick_plan_is_bounded_below_the_full_one() -> None:
+    quick, full = shares.Plan.of(quick=True), shares.Plan.of(quick=False)
+    assert quick.seconds < full.seconds
+    assert quick.snapshots * quick.blob_mib <= full.snapshots * full.blob_mib
+
+
+class _Ended:
+    """A process that has already ended."""
+
+    def is_alive(self) -> bool:
+        return False
+
+    def join(self, timeout: float | None = None) -> None:
+        pass
+
+
+def test_an_attacker_that_ends_without_its_report_is_not_waited_for() -> None:
+    out: queue.Queue[object] = queue.Queue()
+    plan = shares.Plan.of(quick=True)
+    assert shares._collect(out, _Ended(), plan) == "no report"
+    out.put({"ok": 2})
+    out.put("done")
+    assert shares._collect(out, _Ended(), plan) == {"ok": 2}

@@ -2,21 +2,7 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
-
-def toolrt(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("TOOLRT_")}
-    return subprocess.run(
-        [sys.executable, "-m", "runtime", *args],
-        capture_output=True,
-        text=True,
-        env={**clean, **env},
-        timeout=60,
-        check=False,
-    )
+from tests.helpers import toolrt
 
 
 def test_tokens_create_list_revoke(secured):

@@ -13,9 +13,10 @@ from runtime.cli import build_parser
 from runtime.cli.options import parse_size, serve_overrides, session_fields
 from runtime.config import Config, Limits, PoolProfile, TenantQuota, load_config
 from runtime.errors import AdmissionRefused
+from runtime.policy.allowlist import PathPolicy
 from runtime.sessions.admission import check_memory
-from runtime.sessions.reaper import clamp_window, expiry_reason
-from runtime.sessions.session import CLOSING, Allowlist, Session
+from runtime.sessions.reaper import clamp_window, expiry_of
+from runtime.sessions.session import CLOSING, Session
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "toolrt.example.toml"
 
@@ -183,7 +184,7 @@ def make_session(**fields) -> Session:
         "tenant": "default",
         "image": "img",
         "limits": Limits(),
-        "allowlist": Allowlist(),
+        "allowlist": PathPolicy(),
         "env": {},
         "labels": {},
         "sandbox": None,
@@ -198,14 +199,16 @@ def test_expiry_rules():
     wall, mono = time.time(), time.monotonic()
     fresh = make_session(ttl_seconds=100, idle_seconds=10, last_used=mono)
     assert fresh.expires_at == pytest.approx(fresh.created_at + 100)
-    assert expiry_reason(fresh, wall, mono) is None
-    assert "lifetime" in expiry_reason(fresh, fresh.expires_at, mono)
-    assert "idle" in expiry_reason(fresh, wall, mono + 10.5)
+    assert expiry_of(fresh, wall, mono) is None
+    code, reason = expiry_of(fresh, fresh.expires_at, mono)
+    assert (code, "lifetime" in reason) == ("ttl", True)
+    code, reason = expiry_of(fresh, wall, mono + 10.5)
+    assert (code, "idle limit" in reason) == ("idle", True)
     fresh.active_calls = 1  # a running call is activity
-    assert expiry_reason(fresh, wall, mono + 10.5) is None
-    assert expiry_reason(make_session(last_used=mono - 10**6), wall + 10**6, mono) is None
+    assert expiry_of(fresh, wall, mono + 10.5) is None
+    assert expiry_of(make_session(last_used=mono - 10**6), wall + 10**6, mono) is None
     closing = make_session(ttl_seconds=1, state=CLOSING)
-    assert expiry_reason(closing, wall + 100, mono) is None
+    assert expiry_of(closing, wall + 100, mono) is None
 
 
 def test_memory_floor():

@@ -8,12 +8,13 @@ from typing import Any, Literal
 import pytest
 from pydantic import BaseModel, ConfigDict, Field
 
+from runtime.core import default_registry
 from runtime.dialects import gemini
 from runtime.dialects.registry import DIALECTS, export_catalog, get_dialect, parse_message
 from runtime.errors import TOOL_FAILURES, BadRequest, InvalidArguments
 from runtime.models import ToolCall, ToolResult
 from runtime.tools.base import Tool
-from runtime.tools.registry import Registry, default_registry
+from runtime.tools.registry import Registry
 from tests import provider_types as sdk
 
 COMMAND = {"command": "echo hi"}

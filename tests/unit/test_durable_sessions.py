@@ -4,6 +4,8 @@ outlive a core like containers do, so a second core re-adopts them)."""
 from __future__ import annotations
 
 import asyncio
+import io
+import tarfile
 import threading
 import time
 from collections.abc import Iterator
@@ -109,6 +111,26 @@ def test_a_session_is_readopted_with_its_files_journal_and_clocks(restarts):
         assert different.error_code == "INVALID_ARGUMENTS"
     live = second.daemon.core.manager.get("default", session.id)
     assert 0 <= time.monotonic() - live.last_used < 60
+
+
+def test_workspace_diff_compares_with_the_same_start_after_a_restart(restarts):
+    first = restarts()
+    seed = io.BytesIO()
+    with tarfile.open(fileobj=seed, mode="w") as tar:
+        data = b"seeded\n"
+        member = tarfile.TarInfo("a.txt")
+        member.size = len(data)
+        tar.addfile(member, io.BytesIO(data))
+    with Client(first.target) as client:
+        session = client.create_session(workspace_tar=seed.getvalue())
+    second = restarts()  # before any call: only the session's creation stored its state
+    with Client(second.target) as client:
+        assert client.call(session.id, "write_file", {"path": "a.txt", "content": "changed\n"}).ok
+        diff = client.call(session.id, "workspace_diff", {})
+        assert diff.ok, diff
+        assert [(c["path"], c["status"]) for c in diff.output["changes"]] == [
+            ("/workspace/a.txt", "modified")
+        ]
 
 
 def test_state_without_a_sandbox_is_closed_as_lost_and_a_sandbox_without_state_removed(

@@ -9,7 +9,6 @@ import ssl
 import pytest
 
 from runtime.config import load_config
-from runtime.egress.addresses import blocked_reason, ip_literal, loose_ipv4, normalize_host
 from runtime.egress.http import (
     HELLO,
     MALFORMED,
@@ -21,7 +20,11 @@ from runtime.egress.http import (
     parse_request,
     upstream_head,
 )
-from runtime.egress.policy import (
+from runtime.egress.proxy import denial_text
+from runtime.egress.service import Egress, NetworkRequest, ceilings_for, proxy_env
+from runtime.errors import BadRequest, PermissionDenied
+from runtime.policy.addresses import blocked_reason, ip_literal, loose_ipv4, normalize_host
+from runtime.policy.hosts import (
     Ceiling,
     NetworkPolicy,
     PatternError,
@@ -30,9 +33,6 @@ from runtime.egress.policy import (
     parse_pattern,
     parse_patterns,
 )
-from runtime.egress.proxy import denial_text
-from runtime.egress.service import Egress, NetworkRequest, ceilings_for, proxy_env
-from runtime.errors import BadRequest, PermissionDenied
 
 
 # -- patterns ------------------------------------------------------------------

@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from runtime.egress.policy import NetworkPolicy, parse_patterns
 from runtime.egress.proxy import EgressEvent, ProxySettings, SessionProxy
+from runtime.policy.hosts import NetworkPolicy, parse_patterns
+from tests.helpers import exchange, resolve_to_loopback
 
 Upstream = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
@@ -43,10 +44,6 @@ async def big(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> Non
 
 async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     await asyncio.sleep(30)
-
-
-async def resolve_to_loopback(host: str, port: int) -> list[str]:
-    return ["127.0.0.1"]
 
 
 def run(
@@ -101,16 +98,6 @@ def run(
             await asyncio.gather(*handlers, return_exceptions=True)
 
     return asyncio.run(main())
-
-
-async def exchange(path: str, data: bytes, wait: float = 5) -> bytes:
-    reader, writer = await asyncio.open_unix_connection(path)
-    writer.write(data)
-    await writer.drain()
-    try:
-        return await asyncio.wait_for(reader.read(), wait)
-    finally:
-        writer.close()
 
 
 def test_plain_http_is_forwarded_once_in_origin_form(tmp_path):

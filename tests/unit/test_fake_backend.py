@@ -195,3 +195,35 @@ def test_extract_refuses_what_the_fake_cannot_hold():
             await agent.extract("/workspace", upload())
 
     asyncio.run(run())
+
+
+def test_a_backend_declares_what_it_cannot_do_by_not_overriding_it():
+    from runtime.config import Limits
+    from runtime.sandbox.backend import NO_USAGE, NotOffered, SandboxBackend
+
+    class Minimal(SandboxBackend):
+        async def create(self, spec):
+            raise AssertionError
+
+        async def destroy(self, sandbox_id: str) -> None:
+            return None
+
+        async def list_owned(self) -> list[str]:
+            return []
+
+        async def reap_owned(self) -> int:
+            return 0
+
+        async def close(self) -> None:
+            return None
+
+    async def asked() -> None:
+        backend = Minimal()
+        with pytest.raises(NotOffered, match="cannot re-attach"):
+            await backend.adopt("s")
+        with pytest.raises(NotOffered, match="cannot change limits"):
+            await backend.update_limits("s", Limits())
+        assert await backend.describe_engine() is None
+        assert await backend.usage("s") == NO_USAGE
+
+    asyncio.run(asked())

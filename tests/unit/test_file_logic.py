@@ -124,14 +124,14 @@ def test_unpack_refuses_links_leaving_the_destination(tmp_path):
     ],
 )
 def test_file_tool_arguments_are_validated(model, text, pointer):
-    from runtime.tools.registry import default_registry
+    from runtime.core import default_registry
 
     with pytest.raises(InvalidArguments, match=pointer.replace("/", r"\/")):
         default_registry().parse(model, text)
 
 
 def test_null_optional_arguments_mean_absent():
-    from runtime.tools.registry import default_registry
+    from runtime.core import default_registry
 
     _, args = default_registry().parse(
         "edit_file", '{"path": "a", "old_string": "x", "new_string": "y", "replace_all": null}'

@@ -15,7 +15,7 @@ import pytest
 
 from runtime.agent import protocol
 from runtime.client import Client, ToolrtRpcError
-from runtime.egress.paths import socket_path
+from runtime.sandbox.relay_dirs import socket_path
 from tests.helpers import free_port
 
 

@@ -7,10 +7,13 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
 
+from runtime.agent import protocol
+from runtime.client import Client
 from runtime.config import Config
 from runtime.core import build_core
 from runtime.errors import ConfigurationError
@@ -96,3 +99,28 @@ def test_names_are_checked_and_values_never_leave_the_agent(secure_daemon, tmp_p
         assert value not in secured.audit_file.read_text()
         assert value not in logged
         assert value not in str(session) + str(alice.list_sessions())
+
+
+def test_the_daemon_redacts_whatever_the_sandbox_sends_back(make_daemon, tmp_path):
+    # A sandbox that redacts nothing (the fake): whatever a call's result,
+    # failure or streamed chunks carry, the daemon's edge replaces the value.
+    path = secrets_file(tmp_path, f"GITHUB_TOKEN={TOKEN}\n")
+    running = make_daemon(backend="fake", secrets_file=str(path))
+    backend = running.daemon.core.backend
+
+    def answer(request: protocol.Exec) -> Any:
+        if "fail" in request.command:
+            return protocol.Failure(code=protocol.NOT_FOUND, message=f"/workspace/{TOKEN}: gone")
+        return protocol.ExecResult(exit_code=0), f"out {TOKEN}\n".encode(), TOKEN[:9].encode()
+
+    backend.script(answer)
+    mark = "[REDACTED:GITHUB_TOKEN]"
+    with Client(running.target) as client, client.session(secrets=["GITHUB_TOKEN"]) as session:
+        ran = session.shell("echo")
+        failed = session.shell("fail")
+        events = list(client.stream(session.id, "shell", {"command": "echo"}))
+    assert ran.output["stdout"] == f"out {mark}\n" and ran.output["stderr"] == TOKEN[:9]
+    assert not failed.ok and failed.error_message == f"/workspace/{mark}: gone"
+    chunks = b"".join(data for item in events if isinstance(item, tuple) for data in [item[1]])
+    assert TOKEN.encode() not in chunks and f"out {mark}\n".encode() in chunks
+    assert events[-1].output == ran.output

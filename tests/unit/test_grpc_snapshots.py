@@ -139,3 +139,28 @@ def test_blobs_no_snapshot_references_are_collected_at_start_up(make_daemon, tmp
     make_daemon(backend="fake", state_dir=str(state))
     wait_for(lambda: not stray.exists())
     assert {p for p in blobs.rglob("*") if p.is_file()} == kept
+
+
+def test_a_daemon_opens_its_state_database_once_for_sessions_and_snapshots(
+    make_daemon, tmp_path, monkeypatch
+):
+    # state/db.py: one connection, used by one writer at a time. Two would
+    # each hold their own view of the WAL and could interleave transactions.
+    import sqlite3
+
+    from runtime.client import Client
+
+    opened: list[str] = []
+    connect = sqlite3.connect
+
+    def counted(path, *args, **kwargs):
+        opened.append(str(path))
+        return connect(path, *args, **kwargs)
+
+    monkeypatch.setattr(sqlite3, "connect", counted)
+    daemon = make_daemon(backend="fake", state_dir=str(tmp_path / "state"))
+    with Client(daemon.target) as client, client.session() as session:
+        assert session.call("write_file", {"path": "a.txt", "content": "x"}).ok
+        snap = session.snapshot(label="one")
+        assert [s.id for s in client.list_snapshots()] == [snap.id]
+    assert opened == [str(tmp_path / "state" / "state.sqlite3")]

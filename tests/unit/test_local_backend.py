@@ -5,40 +5,16 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
-from collections.abc import Awaitable, Callable
-from typing import Any
 
 import pytest
 
 from runtime.agent import protocol
-from runtime.config import Config, Limits
+from runtime.config import Config
 from runtime.errors import EngineUnavailable, LimitExceeded, SandboxLost
 from runtime.sandbox import local
-from runtime.sandbox.backend import ConnectedSandbox, SandboxSpec
+from runtime.sandbox.backend import ConnectedSandbox
 from runtime.sandbox.local import LocalBackend
-from tests.helpers import agent_processes
-
-BASE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/workspace"}
-
-
-def spec(**limits: Any) -> SandboxSpec:
-    return SandboxSpec(session_id=uuid.uuid4().hex, image="ignored", limits=Limits(**limits))
-
-
-def with_sandbox(
-    test: Callable[[LocalBackend, ConnectedSandbox], Awaitable[None]],
-    native_spawn: bool = True,
-    **limits: Any,
-) -> None:
-    async def run() -> None:
-        backend = LocalBackend(Config(native_spawn=native_spawn))
-        try:
-            await test(backend, await backend.create(spec(**limits)))
-        finally:
-            await backend.close()
-
-    asyncio.run(run())
-    assert agent_processes() == []
+from tests.helpers import BASE_ENV, agent_processes, spec, with_sandbox
 
 
 async def shell(sandbox: ConnectedSandbox, command: str) -> tuple[int | None, str]:

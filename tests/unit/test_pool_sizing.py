@@ -12,21 +12,13 @@ import pytest
 
 from runtime.client import Client
 from runtime.observability.window import PerSecond
-from tests.helpers import wait_for
+from tests.helpers import ManualClock, wait_for
 
 WINDOW_S = 2.0
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_per_second_keeps_the_busiest_second_of_its_window():
-    clock = Clock()
+    clock = ManualClock(1000.0)
     window = PerSecond(10, clock)
     assert window.peak() == 0 and window.rate() == 0
     for _ in range(5):
@@ -60,7 +52,10 @@ def create_at_once(target: str, count: int) -> list[str]:
 
 
 def test_the_pool_follows_a_burst_then_an_idle_spell(make_daemon):
-    running = make_daemon(backend="fake", pool_size=6, pool_min=1, pool_window_s=WINDOW_S)
+    clock = ManualClock(1000.0)
+    running = make_daemon(
+        backend="fake", pool_size=6, pool_min=1, pool_window_s=WINDOW_S, clock=clock
+    )
     pool = running.daemon.core.manager.pool
     backend = running.daemon.core.backend
     # Idle: one ready container of the one profile.
@@ -84,13 +79,16 @@ def test_the_pool_follows_a_burst_then_an_idle_spell(make_daemon):
         for session_id in ids + again:
             client.close_session(session_id)
 
-    # Idle again: once the burst is a window old, the surplus goes, oldest first.
+    # Idle again: once the burst is a window old, the surplus goes.
+    time.sleep(0.3)
+    assert pool.ready() >= 3  # within the window, it stays
+    clock.advance(WINDOW_S + 1)
     started = time.monotonic()
-    while time.monotonic() - started < 3 * WINDOW_S + 2:
+    while time.monotonic() - started < 10:
         sizes.append(pool.ready())
-        if sizes[-1] == 1 and time.monotonic() - started > WINDOW_S:
+        if sizes[-1] == 1:
             break
-        time.sleep(0.1)
+        time.sleep(0.05)
     assert sizes[0] >= 3 and sizes[-1] == 1
     assert sizes == sorted(sizes, reverse=True)  # it only shrinks while idle
     assert len(backend.sandboxes) == 1  # the removed containers are gone
@@ -110,7 +108,10 @@ def test_the_pool_never_exceeds_its_ceiling(make_daemon):
 
 
 def test_pool_min_zero_lets_an_idle_pool_empty(make_daemon):
-    running = make_daemon(backend="fake", pool_size=4, pool_min=0, pool_window_s=WINDOW_S)
+    clock = ManualClock(1000.0)
+    running = make_daemon(
+        backend="fake", pool_size=4, pool_min=0, pool_window_s=WINDOW_S, clock=clock
+    )
     pool = running.daemon.core.manager.pool
     time.sleep(0.3)
     assert pool.ready() == 0
@@ -118,7 +119,8 @@ def test_pool_min_zero_lets_an_idle_pool_empty(make_daemon):
         first = client.create_session()  # cold: nothing was ready
         wait_for(lambda: pool.ready() == 1)  # the demand it showed
         client.close_session(first.id)
-        wait_for(lambda: pool.ready() == 0, timeout=3 * WINDOW_S + 2)
+        clock.advance(WINDOW_S + 1)  # the demand is a window old
+        wait_for(lambda: pool.ready() == 0)
 
 
 def test_a_full_daemon_gives_a_warm_slot_to_a_session_that_cannot_use_it(make_daemon):
@@ -140,24 +142,27 @@ def test_a_full_daemon_gives_a_session_the_slot_of_a_container_still_being_creat
     backend = running.daemon.core.backend
     wait_for(lambda: pool.ready() == 1)
     create = backend.create
+    created = threading.Event()
 
-    async def slow_create(spec):  # every create from now on takes 1.5 s
-        await asyncio.sleep(1.5)
+    async def held_create(spec):  # the pool's next container: created when the test says
+        while not created.is_set():
+            await asyncio.sleep(0.01)
         return await create(spec)
 
-    backend.create = slow_create
+    backend.create = held_create
     with Client(running.target) as client:
         first = client.create_session()  # the warm one; the pool starts another
         wait_for(lambda: pool.count() == 1)
+        backend.create = create  # the sessions' own creates are not held
         # The daemon is full with a container still being created: the session
         # takes its slot instead of being refused.
         second = client.create_session()
         assert {first.id, second.id} <= set(backend.sandboxes)
         # The given-up container is destroyed once its create ends, and the
         # pool starts no other while the sessions fill the daemon.
+        created.set()
         wait_for(lambda: len(backend.sandboxes) == 2, timeout=10)
         time.sleep(0.5)
         assert len(backend.sandboxes) == 2 and pool.count() == 0
-        backend.create = create
         client.close_session(second.id)
         wait_for(lambda: pool.ready() == 1)

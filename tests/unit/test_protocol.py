@@ -18,6 +18,7 @@ from runtime.errors import (
 )
 from runtime.sandbox.agent_client import AgentClient
 from runtime.sandbox.framing import AgentConnection
+from tests.helpers import Pipe
 
 
 def frames(*messages: protocol.Message, epoch: int = 5) -> bytes:
@@ -105,26 +106,6 @@ def test_malformed_frames_are_frame_errors(raw):
 
 
 # -- the daemon's side -------------------------------------------------------
-class Pipe:
-    """An in-memory byte stream: what the daemon writes, what the agent answers."""
-
-    def __init__(self) -> None:
-        self.written: list[bytes] = []
-        self.replies: asyncio.Queue[bytes] = asyncio.Queue()
-
-    def write(self, data: bytes) -> None:
-        self.written.append(data)
-
-    async def drain(self) -> None:
-        return None
-
-    def close(self) -> None:
-        self.replies.put_nowait(b"")
-
-    async def read(self) -> bytes:
-        return await self.replies.get()
-
-
 async def answer(reply: protocol.Message, epoch: int = 11, body: bytes = b"") -> tuple:
     pipe = Pipe()
     connection = AgentConnection("test", pipe, pipe, epoch=11)

@@ -8,10 +8,10 @@ from pathlib import Path
 
 from runtime.config import SharesConfig
 from runtime.descriptors import Descriptors
-from runtime.egress.policy import NetworkPolicy, parse_patterns
 from runtime.egress.proxy import ProxySettings, SessionProxy
 from runtime.egress.shares import ConnectionShares
-from tests.unit.test_egress_proxy import exchange, resolve_to_loopback
+from runtime.policy.hosts import NetworkPolicy, parse_patterns
+from tests.helpers import exchange, resolve_to_loopback
 
 CONNECT = b"CONNECT up.test:443 HTTP/1.1\r\n\r\n"
 

@@ -10,7 +10,7 @@ from runtime.config import Config, Limits
 from runtime.errors import AdmissionRefused, PermissionDenied, RateLimited
 from runtime.sessions import quotas as quotas_module
 from runtime.sessions.quotas import TenantQuotas
-from tests.unit.test_auth_rules import Clock
+from tests.helpers import ManualClock as Clock
 
 GiB = 1 << 30
 

@@ -122,3 +122,30 @@ def test_the_secrets_body_round_trips_and_refuses_bad_shapes():
     for bad in (b"[]", b'{"1X": "v"}', b'{"A": ""}', b'{"A": 1}'):
         with pytest.raises(ValueError, match="NAME to non-empty string"):
             decode_secrets(bad)
+
+
+@pytest.mark.parametrize("size", [4, 10, len(TOKEN) - 1])
+def test_a_piece_of_a_secret_left_at_a_cut_is_redacted(size):
+    r = redactor()
+    head = b"x" * 50 + TOKEN[:size].encode()
+    tail = TOKEN[len(TOKEN) - size :].encode() + b"y" * 50
+    assert r.redact(head, cut_after=True) == b"x" * 50 + MARK
+    assert r.redact(tail, cut_before=True) == MARK + b"y" * 50
+    # Without a cut there, the same bytes are ordinary text.
+    assert r.redact(head) == head and r.redact(tail) == tail
+
+
+def test_pieces_shorter_than_four_bytes_and_whole_values_at_a_cut():
+    r = redactor()
+    assert r.redact(b"abc ghp", cut_after=True) == b"abc ghp"
+    assert r.redact(b"hunt", cut_after=True) == b"[REDACTED:PW]"
+    assert r.redact(f"a {TOKEN}".encode(), cut_after=True, cut_before=True) == b"a " + MARK
+    # A cut inside a base64 form: its piece goes too.
+    core = base64_forms(TOKEN.encode())[0]
+    assert r.redact(b"Basic " + core[:6], cut_after=True) == b"Basic " + MARK
+
+
+def test_text_with_any_lone_surrogate_is_redacted_and_kept():
+    text = f"\udcff\ud800/{TOKEN}"
+    assert redactor().redact_text(text) == "\udcff\ud800/" + MARK.decode()
+    assert redactor().found_text(text) and not redactor().found_text("\ud800")

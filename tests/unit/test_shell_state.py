@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -205,3 +206,18 @@ def test_exports_that_run_code_at_shell_start_are_not_kept():
     assert state.env_set == {"OK": "1"}
     assert note is not None
     assert "BASH_ENV, SHELLOPTS, function f" in note or "BASH_ENV" in note and "function f" in note
+
+
+def test_the_shell_state_a_session_keeps_survives_its_record():
+    from runtime.tools.shell_state import ToolState, dump_tool_state, load_tool_state
+
+    kept = ToolState(ShellState("/workspace/src", {"A": "1"}, {"HOME"}), start_snapshot="snap_x")
+    again = load_tool_state(json.loads(json.dumps(dump_tool_state(kept))))
+    assert again == kept
+    failed = ToolState(start_snapshot=None, start_why="shares.snapshot_space")
+    assert load_tool_state(json.loads(json.dumps(dump_tool_state(failed)))) == failed
+    assert load_tool_state({}) == ToolState()
+    # A record stored before the start was kept: the start is unknown (so
+    # workspace_diff says so), not an empty workspace.
+    older = load_tool_state({"shell": {"cwd": "/workspace"}})
+    assert older.start_snapshot is None and "did not keep its start" in older.start_why

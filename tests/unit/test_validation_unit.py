@@ -6,11 +6,12 @@ import json
 
 import pytest
 
+from runtime.core import default_registry
 from runtime.errors import InvalidArguments, UnknownTool
+from runtime.json_shape import MAX_ITEMS, json_shape
 from runtime.tools.output import fit_output, render_stream, strip_ansi
-from runtime.tools.registry import default_registry
 from runtime.tools.shell import ShellArgs
-from runtime.tools.validation import MAX_ITEMS, json_shape, parse_arguments, pointer
+from runtime.tools.validation import parse_arguments, pointer
 
 
 def parse(text: str) -> ShellArgs:

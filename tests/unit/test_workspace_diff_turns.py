@@ -10,7 +10,7 @@ from typing import Any
 
 from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
 from runtime.client import Client
-from runtime.tools import workspace_diff
+from runtime.snapshots import workspace_diff
 
 
 def test_diffs_run_one_per_session_and_two_per_tenant(make_daemon, monkeypatch):

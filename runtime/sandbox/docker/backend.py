@@ -20,15 +20,14 @@ from typing import Any, TypeVar
 from urllib.parse import urlparse
 
 import docker
-from docker.models.containers import _create_container_args
 from docker.types import LogConfig
 
 from runtime.agent.protocol import RELAY_DIR
 from runtime.config import Config, Limits
 from runtime.constants import SANDBOX_GID, SANDBOX_UID, TMP, WORKSPACE
-from runtime.egress.paths import egress_enabled, make_relay_dir, remove_relay_dir
 from runtime.errors import BadRequest, EngineUnavailable
 from runtime.sandbox.agent_client import AgentClient
+from runtime.sandbox.agent_dir import STATIC_AGENT, require_static_agent
 from runtime.sandbox.backend import (
     AGENT_DIR_IN_SANDBOX,
     LABEL_DAEMON,
@@ -52,8 +51,10 @@ from runtime.sandbox.docker.errors import (
     require_engine_socket,
     tolerate_gone,
 )
+from runtime.sandbox.docker.sdk import create_config, post_json
 from runtime.sandbox.docker.stats import container_usage, engine_info
 from runtime.sandbox.framing import AgentConnection
+from runtime.sandbox.relay_dirs import egress_enabled, make_relay_dir, remove_relay_dir
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -72,6 +73,13 @@ def container_name(session_id: str) -> str:
     return f"toolrt-{session_id}"
 
 
+def agent_command(config: Config) -> list[str]:
+    """The container's main process: the agent the config names."""
+    if config.agent == "static":
+        return [f"{AGENT_DIR_IN_SANDBOX}/{STATIC_AGENT}"]
+    return ["python3", "-I", f"{AGENT_DIR_IN_SANDBOX}/main.py"]
+
+
 def docker_socket_path(config: Config) -> str:
     host = config.docker_host or os.environ.get("DOCKER_HOST", "") or "unix:///var/run/docker.sock"
     parsed = urlparse(host)
@@ -81,7 +89,7 @@ def docker_socket_path(config: Config) -> str:
     return parsed.path
 
 
-class DockerBackend:
+class DockerBackend(SandboxBackend):
     def __init__(self, config: Config) -> None:
         if egress_enabled(config) and os.geteuid() != 0:
             msg = (
@@ -95,6 +103,8 @@ class DockerBackend:
         self._executor = ThreadPoolExecutor(config.docker_workers, thread_name_prefix="docker")
         self._client: docker.DockerClient | None = None
         self._agent_dir = prepare_agent_dir(config.agent_dir)
+        if config.agent == "static":
+            require_static_agent(self._agent_dir)
         self._live: dict[str, ConnectedSandbox] = {}
         self._epoch = new_epoch()
 
@@ -142,7 +152,7 @@ class DockerBackend:
         tmpfs_opts = "rw,exec,nosuid,nodev"
         kwargs: dict[str, Any] = {
             "image": spec.image,
-            "command": ["python3", "-I", f"{AGENT_DIR_IN_SANDBOX}/main.py"],
+            "command": agent_command(self._config),
             "name": container_name(spec.session_id),
             "user": "0:0",
             "entrypoint": [],
@@ -187,9 +197,7 @@ class DockerBackend:
             kwargs["volumes"][relay] = {"bind": RELAY_DIR, "mode": "ro"}
         try:
             api = self._docker().api
-            args = _create_container_args({**kwargs, "version": api._version})
-            name = args.pop("name")
-            config = api.create_container_config(**args)
+            name, config = create_config(api, kwargs)
             # docker-py closes stdin when the attach ends (StdinOnce): the
             # agent must outlive its daemon, and a new daemon attach again.
             config["StdinOnce"] = False
@@ -307,8 +315,7 @@ class DockerBackend:
             "NanoCpus": int(limits.cpus * 1e9),
             "PidsLimit": limits.pids,
         }
-        url = api._url("/containers/{0}/update", container_name(session_id))
-        api._result(api._post_json(url, data=data), json=True)
+        post_json(api, "/containers/{0}/update", container_name(session_id), data=data)
 
     async def update_limits(self, sandbox_id: str, limits: Limits) -> None:
         """Set memory, cpus and pids of a live sandbox (a claimed warm one)."""
@@ -359,7 +366,3 @@ class DockerBackend:
         self._executor.shutdown(wait=False, cancel_futures=True)
         if self._client is not None:
             self._client.close()
-
-
-def _conforms(backend: DockerBackend) -> SandboxBackend:
-    return backend  # mypy checks here that DockerBackend is a SandboxBackend

@@ -12,7 +12,7 @@ from runtime.errors import BadRequest, InvalidArguments, SnapshotNotFound
 from runtime.policy.allowlist import is_within
 from runtime.snapshots.diff import compare, workspace_now
 from runtime.tools.base import Tool, ToolContext
-from runtime.tools.files import checked_path
+from runtime.tools.paths import checked_path
 from runtime.tools.validation import no_nul
 
 # Headroom over the workspace's limit for the archive's headers.

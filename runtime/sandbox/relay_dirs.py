@@ -1,5 +1,8 @@
 """Where each container's relay socket lives on the host.
 
+The backend makes the directory with the container it is mounted into;
+the egress service listens in it and sweeps a previous run's.
+
 Every container of a daemon whose `network.allow_max` is set gets a
 directory of its own, `<socket root>/<session id>`, mode 0700, bind-mounted
 read-only at the sandbox's RELAY_DIR when the container is created: a

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from runtime.egress.addresses import HostError, blocked_reason, ip_literal, normalize_host
+from runtime.policy.addresses import HostError, blocked_reason, ip_literal, normalize_host
 
 # No port in a pattern: plain HTTP and HTTPS.
 DEFAULT_PORTS = frozenset({80, 443})

@@ -1,0 +1,3 @@
+module toolrt/agent
+
+go 1.19
