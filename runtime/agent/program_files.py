@@ -47,6 +47,8 @@ REASONS = {
     errno.ENXIO: protocol.INVALID_REQUEST,
 }
 IF_EXISTS = ("replace", "fail", "append")
+# How long a read of a special file waits for it at a time.
+WAIT_S = 0.05
 
 
 @contextlib.contextmanager
@@ -131,7 +133,7 @@ def _stream(
         # A special file is read once it has something to say: a FIFO none
         # has opened for writing yet is not readable (its read would say
         # end-of-file at once), one whose writer left is.
-        if not regular and not select.select([fd], [], [], 0.05)[0]:
+        if not regular and not _readable(fd):
             if time.monotonic() > give_up:
                 msg = (
                     f"{files.shown(path)}: did not end within {request.wait_s:g} s "
@@ -142,6 +144,7 @@ def _stream(
         try:
             data = os.read(fd, CHUNK)
         except BlockingIOError:
+            time.sleep(WAIT_S)  # reached only where select cannot wait (gVisor)
             continue
         if not data:
             return protocol.Transferred(files=1, bytes=sent)
@@ -156,6 +159,15 @@ def _stream(
         if not regular and time.monotonic() > give_up:
             msg = f"{files.shown(path)}: did not end within {request.wait_s:g} s"
             raise FileOpError(protocol.TIMEOUT, msg)
+
+
+def _readable(fd: int) -> bool:
+    """Whether a special file has something to say (within WAIT_S)."""
+    try:
+        return bool(select.select([fd], [], [], WAIT_S)[0])
+    except OSError:
+        # gVisor refuses to wait on some files (EPERM): read and see.
+        return True
 
 
 def write_path(request: protocol.WritePath, source: flow.Inflow) -> protocol.Transferred:

@@ -121,7 +121,7 @@ def test_special_files_are_read_up_to_the_cap(session):
     assert b"Name:" in session.read_file_bytes("/proc/self/status")
 
 
-@pytest.mark.runc_only("gVisor refuses the agent's thread opening a FIFO (EPERM)")
+@pytest.mark.runc_only("gVisor cannot select on a FIFO (EPERM): a read may come before its writer")
 def test_a_fifo_is_read_from_its_writer(session):
     session.exec(["mkfifo", "/tmp/fifo"])
     with session.exec_stream(command="echo through > /tmp/fifo", stdin_open=False) as writer:
