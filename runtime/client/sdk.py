@@ -21,6 +21,9 @@ import grpc
 from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
 from runtime._proto.toolruntime.v1 import runtime_pb2_grpc as pb_grpc
 from runtime.client.programs import ProgramMethods, SessionPrograms, error_of
+
+# Defined beside the errors it is the base of; still importable from here.
+from runtime.client.programs import ToolrtRpcError as ToolrtRpcError
 from runtime.constants import DEFAULT_TARGET, WORKSPACE
 
 UPLOAD_CHUNK = 1 << 20
