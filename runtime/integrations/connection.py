@@ -13,10 +13,10 @@ from typing import Any
 import grpc
 
 from runtime.client import TLS, Client, SessionHandle, ToolrtRpcError
+from runtime.constants import INTEGRATION_LABEL
 
 # Every session a provider creates carries it, valued with the harness's name,
 # so a harness's cleanup can tell its sessions from anyone else's.
-INTEGRATION_LABEL = "toolrt.integration"
 # The state of a session that can run commands.
 READY = "ready"
 

@@ -113,9 +113,6 @@ def test_get_or_create_comes_back_to_an_open_session_and_replaces_a_closed_one(
     replaced.close()
 
 
-@pytest.mark.xfail(
-    strict=True, reason="the daemon drops request labels under toolrt.* (DESIGN names this one)"
-)
 def test_the_sessions_it_opens_carry_the_harness_label(client: Client) -> None:
     with ToolrtSandbox() as sandbox:
         assert sandbox.id in harness_sessions(client, "deepagents")
