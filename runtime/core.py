@@ -185,7 +185,9 @@ def build_core(
     )
     snapshots = Snapshots(config, manager, store, obs.metrics, durable)
     calls = Calls(config, manager, registry, obs, snapshots)
-    transfers = Transfers(manager, TransferSlots(config.shares, obs.metrics.share_refused))
+    # Uploads, downloads and programs' file reads and writes share the slots.
+    slots = TransferSlots(config.shares, obs.metrics.share_refused)
+    transfers = Transfers(manager, slots)
     admin = Admin(config, backend, manager, obs)
     return Core(
         config,
@@ -201,5 +203,5 @@ def build_core(
         admin,
         durable,
         snapshots,
-        Programs(config, manager),
+        Programs(config, manager, slots),
     )

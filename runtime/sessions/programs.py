@@ -10,7 +10,9 @@ model's calls and each other.
 Any path in the sandbox, with the sandbox user's permissions: the
 allowlist governs the model's file tools only, the container is the wall
 here. Relative paths are under /workspace. Every refusal is a
-ProgramError (or another request error) with DESIGN's reason.
+ProgramError (or another request error) with DESIGN's reason. A file read
+or write takes one of the transfer slots uploads and downloads share
+(slots.py): bounded daemon-wide and per tenant, lost when its client stalls.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from runtime.errors import (
 from runtime.sandbox.agent_client import TRANSFER_SECONDS
 from runtime.sessions.manager import SessionManager
 from runtime.sessions.session import Session
+from runtime.sessions.slots import TransferSlots
 from runtime.sessions.transfers import session_activity
 from runtime.tools.shell import command_env
 from runtime.tools.validation import env_problem, path_too_long
@@ -130,9 +133,12 @@ def as_program_errors() -> Iterator[None]:
 class Programs:
     """Exec and files for programs in the sessions of `manager`."""
 
-    def __init__(self, config: Config, manager: SessionManager) -> None:
+    def __init__(self, config: Config, manager: SessionManager, slots: TransferSlots) -> None:
         self._config = config
         self._manager = manager
+        # A file read or write holds a window of chunks in the daemon: it
+        # takes a transfer slot, as an upload or a download does.
+        self._slots = slots
 
     @contextlib.asynccontextmanager
     async def _session(self, tenant: str, session_id: str, user: str) -> AsyncIterator[Session]:
@@ -174,11 +180,14 @@ class Programs:
             max_bytes=min(max_bytes or ceiling, ceiling),
             deadline_s=TRANSFER_SECONDS,
         )
-        async with self._session(tenant, session_id, user) as session:
-            chunks = session.sandbox.agent.read_path(request)
-            async with contextlib.aclosing(chunks):
-                async for chunk in chunks:
-                    yield chunk
+        async with (
+            self._session(tenant, session_id, user) as session,
+            self._slots.slot(tenant) as slot,
+            contextlib.aclosing(session.sandbox.agent.read_path(request)) as chunks,
+            contextlib.aclosing(self._slots.paced_out(slot, chunks)) as paced,
+        ):
+            async for chunk in paced:
+                yield chunk
 
     async def write(self, tenant: str, spec: WriteSpec, chunks: AsyncIterable[bytes]) -> int:
         """Write `chunks` to the file; the bytes written."""
@@ -196,8 +205,12 @@ class Programs:
             if_exists=spec.if_exists or "replace",
             deadline_s=TRANSFER_SECONDS,
         )
-        async with self._session(tenant, spec.session_id, spec.user) as session:
-            reply = await session.sandbox.agent.write_path(request, chunks)
+        async with (
+            self._session(tenant, spec.session_id, spec.user) as session,
+            self._slots.slot(tenant) as slot,
+        ):
+            paced = self._slots.paced_in(slot, chunks)
+            reply = await session.sandbox.agent.write_path(request, paced)
         return reply.bytes
 
     async def exec(

@@ -11,6 +11,7 @@ import os
 import grpc
 import pytest
 
+from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
 from runtime.client import (
     Client,
     RemoteFileExistsError,
@@ -20,7 +21,7 @@ from runtime.client import (
     RemotePermissionError,
     ToolrtRpcError,
 )
-from tests.helpers import under_gvisor
+from tests.helpers import under_gvisor, wait_for
 
 pytestmark = pytest.mark.docker
 
@@ -163,3 +164,29 @@ def test_each_program_rpc_is_audited(make_daemon, tmp_path):
     assert (done["exec"]["args_sha256"], done["exec"]["exit_code"]) == (argv, 0)
     [refused] = [e for e in events if e["event"] == "file.read" and e["code"]]
     assert refused["code"] == "NOT_FOUND"
+
+
+def test_file_reads_and_writes_take_the_tenants_transfer_slots(make_daemon):
+    daemon = make_daemon(shares={"transfers_per_tenant": 1})
+    with Client(daemon.target) as client, client.session() as session:
+        session.write_file_bytes("big", os.urandom(8 << 20))
+        request = pb.ReadFileRequest(session_id=session.id, path="big")
+        holding = client.stub.ReadFile(request)
+        assert next(holding).data  # its slot is held while it is not read on
+        for call in (
+            lambda: session.read_file_bytes("big"),
+            lambda: session.write_file_bytes("other", b"x"),
+        ):
+            with pytest.raises(ToolrtRpcError) as refused:
+                call()
+            assert refused.value.reason == "QUOTA_EXCEEDED"
+            assert "transfers_per_tenant" in refused.value.details
+        holding.cancel()
+
+        def slot_free() -> bool:
+            try:
+                return session.write_file_bytes("other", b"x") == 1
+            except ToolrtRpcError:
+                return False  # the cancelled read's slot is not back yet
+
+        wait_for(slot_free)
