@@ -43,3 +43,13 @@ def test_a_malformed_exec_is_invalid_request(secured):
             grpc.StatusCode.INVALID_ARGUMENT,
             "INVALID_REQUEST",
         ), fields
+
+
+def test_an_unknown_token_is_unauthenticated_with_its_reason(secured):
+    stranger = secured.client(token="not-a-token")
+    with pytest.raises(ToolrtRpcError) as refused:
+        stranger.stat("any", "/")
+    assert (refused.value.code, refused.value.reason) == (
+        grpc.StatusCode.UNAUTHENTICATED,
+        "UNAUTHENTICATED",
+    )
