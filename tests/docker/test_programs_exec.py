@@ -155,11 +155,16 @@ def test_a_client_that_does_not_read_holds_the_program_back(session, docker_clie
     with session.exec_stream(command=command, stdin_open=False) as stream:
         events = stream.events()
         assert next(events)[0] == "started"
+
         # Unread, the output waits in the program's pipe, not in the daemon:
         # a window of events and the pipes hold far less than the output, so
         # the program cannot end (without flow control it would, at once).
+        def head_runs() -> bool:
+            return any(p.startswith("head -c") for p in user_processes(docker_client, session.id))
+
+        wait_for(head_runs)  # sh starts it just after `started`
         for _ in range(30):
-            assert any(p.startswith("head -c") for p in user_processes(docker_client, session.id))
+            assert head_runs()
         got, err, ended = 0, b"", None
         for kind, value in events:
             if kind == "stdout":
