@@ -97,8 +97,7 @@ def test_a_cancelled_rpc_kills_the_whole_tree(session, docker_client):
     events = stream.events()
     assert next(events)[0] == "started"
     assert next(events) == ("stdout", b"up\n")
-    running = user_processes(docker_client, session.id)
-    assert any("sleep 200" in p for p in running), running
+    wait_for(lambda: any("sleep 200" in p for p in user_processes(docker_client, session.id)))
     stream.cancel()
     wait_for(lambda: not any("sleep 200" in p for p in user_processes(docker_client, session.id)))
 
