@@ -101,7 +101,7 @@ class ToolRuntimeService(ProgramRpcs, pb_grpc.ToolRuntimeServicer):
         who, call = principal_of(context), convert.call_from_pb(request.call)
         with self._audit.guard("call", who, request.session_id, [call]):
             result = await self._calls.execute(who.tenant, request.session_id, call)
-        self._audit.calls(who, request.session_id, [call], [result])
+        await self._audit.record_calls(who, request.session_id, [call], [result])
         return convert.result_to_pb(result)
 
     async def ExecuteBatch(
@@ -110,7 +110,7 @@ class ToolRuntimeService(ProgramRpcs, pb_grpc.ToolRuntimeServicer):
         who, calls = principal_of(context), [convert.call_from_pb(c) for c in request.calls]
         with self._audit.guard("call", who, request.session_id, calls):
             results = await self._calls.execute_batch(who.tenant, request.session_id, calls)
-        self._audit.calls(who, request.session_id, calls, results)
+        await self._audit.record_calls(who, request.session_id, calls, results)
         return pb.ExecuteBatchResponse(results=[convert.result_to_pb(r) for r in results])
 
     async def ExecuteStream(
@@ -134,7 +134,7 @@ class ToolRuntimeService(ProgramRpcs, pb_grpc.ToolRuntimeServicer):
                 yield event
             with self._audit.guard("call", who, request.session_id, [call]):
                 result = task.result()
-            self._audit.calls(who, request.session_id, [call], [result])
+            await self._audit.record_calls(who, request.session_id, [call], [result])
             yield pb.ExecuteEvent(result=convert.result_to_pb(result))
         finally:
             # The client may go away mid-call: stop the call.
@@ -150,7 +150,7 @@ class ToolRuntimeService(ProgramRpcs, pb_grpc.ToolRuntimeServicer):
         calls = await cpu.compute(len(text), dialects.parse_message, request.dialect, text)
         with self._audit.guard("call", who, request.session_id, calls):
             results = await self._calls.execute_batch(who.tenant, request.session_id, calls)
-        self._audit.calls(who, request.session_id, calls, results)
+        await self._audit.record_calls(who, request.session_id, calls, results)
         return pb.ExecuteMessageResponse(
             results_json=dialects.render_results(request.dialect, calls, results),
             results=[convert.result_to_pb(r) for r in results],
