@@ -20,6 +20,10 @@ import grpc
 
 from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
 from runtime._proto.toolruntime.v1 import runtime_pb2_grpc as pb_grpc
+from runtime.client.programs import ProgramMethods, SessionPrograms, error_of
+
+# Defined beside the errors it is the base of; still importable from here.
+from runtime.client.programs import ToolrtRpcError as ToolrtRpcError
 from runtime.constants import DEFAULT_TARGET, WORKSPACE
 
 UPLOAD_CHUNK = 1 << 20
@@ -31,15 +35,6 @@ Metadata = tuple[tuple[str, str], ...]
 def bearer_metadata(token: str) -> Metadata:
     """Call metadata carrying a bearer token (none without one)."""
     return (("authorization", f"Bearer {token}"),) if token else ()
-
-
-class ToolrtRpcError(Exception):
-    """An RPC failed with a gRPC status (not a tool failure: see Result.error)."""
-
-    def __init__(self, code: grpc.StatusCode, details: str) -> None:
-        super().__init__(f"{code.name}: {details}")
-        self.code = code
-        self.details = details
 
 
 @dataclass(frozen=True)
@@ -87,7 +82,7 @@ class TLS:
         )
 
 
-class Client:
+class Client(ProgramMethods):
     def __init__(
         self,
         target: str | None = None,
@@ -123,7 +118,7 @@ class Client:
         try:
             return fn(request, timeout=timeout, metadata=self.metadata)
         except grpc.RpcError as exc:
-            raise ToolrtRpcError(exc.code(), exc.details() or "") from exc
+            raise error_of(exc) from exc
 
     def __enter__(self) -> Client:
         return self
@@ -213,7 +208,7 @@ class Client:
                 elif kind is not None:
                     yield kind, getattr(event, kind)
         except grpc.RpcError as exc:
-            raise ToolrtRpcError(exc.code(), exc.details() or "") from exc
+            raise error_of(exc) from exc
         finally:
             # A caller that stops reading (Ctrl-C, break) stops the call too.
             events.cancel()
@@ -264,10 +259,12 @@ class Client:
             chunks = self.stub.DownloadFiles(request, timeout=self.timeout, metadata=self.metadata)
             return b"".join(c.tar for c in chunks)
         except grpc.RpcError as exc:
-            raise ToolrtRpcError(exc.code(), exc.details() or "") from exc
+            raise error_of(exc) from exc
 
 
-class SessionHandle:
+class SessionHandle(SessionPrograms):
+    client: Client
+
     def __init__(self, client: Client, session: pb.Session) -> None:
         self.client = client
         self.info = session
