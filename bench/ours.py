@@ -139,6 +139,7 @@ def configured(
     toml: str,
     tenants: list[str],
     pool_size: int | None = 0,
+    settings: dict[str, str] | None = None,
 ) -> tuple[Daemon, dict[str, str]]:
     """A daemon whose configuration is `toml` (`@TMP@` standing for `tmp`)
     plus a tokens file holding one token per tenant (none, and no `[auth]`,
@@ -154,16 +155,22 @@ def configured(
     config = tmp / f"{instance}.toml"
     config.write_text(toml.replace("@TMP@", str(tmp)))
     first = tokens[tenants[0]] if tenants else ""
-    return Daemon(instance, pool_size, log_path, str(config), first), tokens
+    return Daemon(instance, pool_size, log_path, str(config), first, settings), tokens
 
 
-def featured(instance: str, log_path: str, tmp: Path, pool_size: int | None = 0) -> Daemon:
+def featured(
+    instance: str,
+    log_path: str,
+    tmp: Path,
+    pool_size: int | None = 0,
+    settings: dict[str, str] | None = None,
+) -> Daemon:
     """A daemon with FEATURES on, as a deployment would run it; its audit
     log and tokens live in `tmp` (the caller removes it), its durable state
     in the temporary state_dir every Daemon has."""
     metrics = f"127.0.0.1:{_free_port()}"
     toml = f'audit_log = "@TMP@/{instance}.audit.jsonl"\nmetrics_listen = "{metrics}"\n'
-    d, _ = configured(instance, log_path, tmp, toml, ["bench"], pool_size)
+    d, _ = configured(instance, log_path, tmp, toml, ["bench"], pool_size, settings)
     # No proxy: the scrape stays on this host whatever the environment says.
     direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:

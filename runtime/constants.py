@@ -29,3 +29,13 @@ __all__ = [
     "WORKSPACE",
     "WRITABLE_AREAS",
 ]
+
+# Labels under toolrt.* are the daemon's, but for this one: an integration
+# provider names the harness that made a session, so that its clean-up finds
+# what that harness left (DESIGN, "Integrations").
+INTEGRATION_LABEL = "toolrt.integration"
+
+
+def client_label(key: str) -> bool:
+    """Whether a request may set the label `key`."""
+    return not key.startswith("toolrt.") or key == INTEGRATION_LABEL

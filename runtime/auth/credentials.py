@@ -6,11 +6,17 @@ verified client certificate; else a unix-socket caller is `auth.unix_tenant`;
 else, with no authentication configured, a loopback caller is tenant
 `default`. Anything else is UNAUTHENTICATED with a message saying what was
 missing or wrong — never which tokens exist.
+
+A valid token's principal is remembered per peer (a connection's address)
+until the tokens file changes, so a client's calls after its first check
+no hash; the file is still checked every `TokenStore` interval, so a
+revoked token is refused as soon as without the cache.
 """
 
 from __future__ import annotations
 
 import ipaddress
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from runtime.auth.principals import CERTIFICATE, LOCAL, TOKEN, UNIX, Principal, certificate_tenant
@@ -20,6 +26,8 @@ from runtime.constants import DEFAULT_TENANT
 from runtime.errors import Unauthenticated
 
 SCHEME = "bearer"
+# (peer, token) pairs whose principal is remembered; the oldest go first.
+CACHED_PEERS = 4096
 HOW = "send metadata 'authorization: Bearer <token>' (`toolrt tokens create` makes one)"
 
 
@@ -90,10 +98,12 @@ class Authenticator:
         if tokens is None and auth.tokens_file:
             tokens = TokenStore(auth.tokens_file)
         self._tokens = tokens
+        self._known: OrderedDict[tuple[str, str], Principal] = OrderedDict()
+        self._known_generation = -1
 
     def authenticate(self, creds: Credentials) -> Principal:
         if creds.authorization:
-            return self._by_token(bearer_token(creds.authorization))
+            return self._by_token(bearer_token(creds.authorization), creds.peer)
         if creds.cert_subject:
             tenant = certificate_tenant(creds.cert_uris, creds.cert_common_name)
             return Principal(tenant, creds.cert_subject, CERTIFICATE)
@@ -105,15 +115,27 @@ class Authenticator:
         msg = f"no credentials: {HOW}"
         raise Unauthenticated(msg, "missing")
 
-    def _by_token(self, token: str) -> Principal:
+    def _by_token(self, token: str, peer: str) -> Principal:
         if self._tokens is None:
             msg = "this daemon takes no tokens (auth.tokens_file is not set); send none"
             raise Unauthenticated(msg, "wrong")
+        generation = self._tokens.current()
+        if generation != self._known_generation:
+            self._known.clear()
+            self._known_generation = generation
+        key = (peer, token)
+        principal = self._known.get(key)
+        if principal is not None:
+            return principal
         record = self._tokens.lookup(token)
         if record is None:
             msg = "the token is not valid: unknown, revoked or mistyped"
             raise Unauthenticated(msg, "wrong")
-        return Principal(record.tenant, record.id, TOKEN, admin=record.admin)
+        principal = Principal(record.tenant, record.id, TOKEN, admin=record.admin)
+        self._known[key] = principal
+        if len(self._known) > CACHED_PEERS:
+            self._known.popitem(last=False)
+        return principal
 
 
 def startup_problem(config: Config) -> str:

@@ -164,6 +164,8 @@ class TokenStore:
         self._stamp: tuple[int, int, int] | None = None
         self._by_id: dict[str, TokenRecord] = {}
         self._loaded = False
+        # Counts the file's loads: what was looked up before a change is stale.
+        self.generation = 0
         self._refresh()
 
     def __len__(self) -> int:
@@ -192,7 +194,14 @@ class TokenStore:
         if stamp is None:
             log.warning("tokens file %s is missing or unreadable: no token is valid", self._path)
         self._by_id = {r.id: r for r in records}
+        self.generation += 1
         log.info("tokens file %s: %d token(s)", self._path, len(self._by_id))
+
+    def current(self) -> int:
+        """The generation of the tokens in force, the file checked first (at
+        most every interval): a cache of lookups keyed on it honours revocation."""
+        self._refresh()
+        return self.generation
 
     def lookup(self, token: str) -> TokenRecord | None:
         """The record of a well-formed `token`, or None; hashes compared in constant time."""

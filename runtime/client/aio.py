@@ -14,7 +14,7 @@ iterator is collected.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, AsyncIterator, Generator, Iterable
+from collections.abc import AsyncIterator, Generator
 from typing import Any, TypeVar
 
 import grpc
@@ -22,26 +22,32 @@ import grpc.aio
 
 from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
 from runtime.client import rpcs
+from runtime.client.aio_programs import (
+    AsyncExecStream,
+    AsyncProgramMethods,
+    AsyncSessionPrograms,
+    ByteSource,
+    chunks_of,
+    streamed,
+)
+from runtime.client.programs import ExecResult
 from runtime.client.rpcs import TLS, Arguments, Result, ToolrtRpcError, rpc_errors
 from runtime.constants import WORKSPACE
 
-__all__ = ["TLS", "AsyncClient", "AsyncSession", "OpeningSession", "Result", "ToolrtRpcError"]
+__all__ = [
+    "TLS",
+    "AsyncClient",
+    "AsyncExecStream",
+    "AsyncSession",
+    "ExecResult",
+    "OpeningSession",
+    "Result",
+    "ToolrtRpcError",
+]
 T = TypeVar("T")
-ByteSource = bytes | Iterable[bytes] | AsyncIterable[bytes]
 
 
-async def _chunks(source: ByteSource) -> AsyncIterator[bytes]:
-    if isinstance(source, bytes):
-        yield source
-    elif isinstance(source, AsyncIterable):
-        async for chunk in source:
-            yield chunk
-    else:
-        for chunk in source:
-            yield chunk
-
-
-class AsyncClient(rpcs.Connected):
+class AsyncClient(rpcs.Connected, AsyncProgramMethods):
     api = grpc.aio
     channel: grpc.aio.Channel
 
@@ -132,7 +138,7 @@ class AsyncClient(rpcs.Connected):
 
         async def messages() -> AsyncIterator[pb.UploadFilesRequest]:
             yield rpcs.upload_head(session_id, path)
-            async for chunk in _chunks(tar):
+            async for chunk in chunks_of(tar):
                 for message in rpcs.upload_pieces(chunk):
                     yield message
 
@@ -146,13 +152,9 @@ class AsyncClient(rpcs.Connected):
         """A tar archive of sandbox `paths` (each under its base name), chunk by
         chunk: the next is read from the daemon only when asked for."""
         request = pb.DownloadFilesRequest(session_id=session_id, paths=paths)
-        chunks = self.stub.DownloadFiles(request, timeout=self.timeout, metadata=self.metadata)
-        try:
-            with rpc_errors():
-                async for chunk in chunks:
-                    yield chunk.tar
-        finally:
-            chunks.cancel()
+        call = self.stub.DownloadFiles(request, timeout=self.timeout, metadata=self.metadata)
+        async for tar in streamed(call, lambda chunk: chunk.tar):
+            yield tar
 
     async def download(self, session_id: str, paths: list[str]) -> bytes:
         """The whole archive in memory (download_chunks for large ones)."""
@@ -181,7 +183,7 @@ class AsyncClient(rpcs.Connected):
         await self._unary(rpcs.delete_snapshot(snapshot_id))
 
 
-class AsyncSession:
+class AsyncSession(AsyncSessionPrograms):
     """One session's calls; `async with` closes it at the end of the block."""
 
     def __init__(self, client: AsyncClient, session: pb.Session) -> None:

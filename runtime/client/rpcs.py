@@ -12,7 +12,6 @@ import json
 import os
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -20,6 +19,7 @@ import grpc
 
 from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
 from runtime._proto.toolruntime.v1 import runtime_pb2_grpc as pb_grpc
+from runtime.client.errors import ToolrtRpcError, rpc_errors
 from runtime.constants import DEFAULT_TARGET
 
 UPLOAD_CHUNK = 1 << 20
@@ -28,29 +28,12 @@ SNAPSHOT_PREFIX = "snap_"
 Metadata = tuple[tuple[str, str], ...]
 Arguments = dict[str, Any] | str
 T = TypeVar("T")
+__all__ = ["TLS", "Connected", "Result", "ToolrtRpcError", "Unary", "rpc_errors"]
 
 
 def bearer_metadata(token: str) -> Metadata:
     """Call metadata carrying a bearer token (none without one)."""
     return (("authorization", f"Bearer {token}"),) if token else ()
-
-
-class ToolrtRpcError(Exception):
-    """An RPC failed with a gRPC status (not a tool failure: see Result.error)."""
-
-    def __init__(self, code: grpc.StatusCode, details: str) -> None:
-        super().__init__(f"{code.name}: {details}")
-        self.code = code
-        self.details = details
-
-
-@contextmanager
-def rpc_errors() -> Iterator[None]:
-    """Raise a failed RPC (sync or async, unary or stream) as ToolrtRpcError."""
-    try:
-        yield
-    except grpc.RpcError as exc:
-        raise ToolrtRpcError(exc.code(), exc.details() or "") from exc
 
 
 @dataclass(frozen=True)
@@ -181,6 +164,17 @@ class Unary(Generic[T]):
     method: str
     request: Any
     read: Callable[[Any], T]
+
+
+def streamed(call: Any, read: Callable[[Any], T]) -> Iterator[T]:
+    """What `read` takes from each message of a server stream, as they
+    arrive; leaving early cancels the RPC."""
+    try:
+        with rpc_errors():
+            for message in call:
+                yield read(message)
+    finally:
+        call.cancel()
 
 
 def _same(reply: T) -> T:

@@ -18,6 +18,7 @@ import grpc
 
 from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
 from runtime.client import rpcs
+from runtime.client.programs import ProgramMethods, SessionPrograms
 from runtime.client.rpcs import (
     SNAPSHOT_PREFIX,
     TLS,
@@ -45,7 +46,7 @@ __all__ = [
 T = TypeVar("T")
 
 
-class Client(rpcs.Connected):
+class Client(rpcs.Connected, ProgramMethods):
     api = grpc
     channel: grpc.Channel
 
@@ -169,20 +170,17 @@ class Client(rpcs.Connected):
     def download_chunks(self, session_id: str, paths: list[str]) -> Iterator[bytes]:
         """A tar archive of sandbox `paths` (each under its base name), chunk by chunk."""
         request = pb.DownloadFilesRequest(session_id=session_id, paths=paths)
-        chunks = self.stub.DownloadFiles(request, timeout=self.timeout, metadata=self.metadata)
-        try:
-            with rpc_errors():
-                for chunk in chunks:
-                    yield chunk.tar
-        finally:
-            chunks.cancel()
+        call = self.stub.DownloadFiles(request, timeout=self.timeout, metadata=self.metadata)
+        return rpcs.streamed(call, lambda chunk: chunk.tar)
 
     def download(self, session_id: str, paths: list[str]) -> bytes:
         """A tar archive of sandbox `paths`, each stored under its base name."""
         return b"".join(self.download_chunks(session_id, paths))
 
 
-class SessionHandle:
+class SessionHandle(SessionPrograms):
+    client: Client
+
     def __init__(self, client: Client, session: pb.Session) -> None:
         self.client = client
         self.info = session

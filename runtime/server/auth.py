@@ -54,6 +54,10 @@ def credentials_of(context: grpc.aio.ServicerContext) -> Credentials:
         for key, value in context.invocation_metadata() or ()
         if key == "authorization"
     ]
+    if authorization:
+        # A token, when sent, names the principal whatever certificate
+        # comes with it: no need to read the certificate's names.
+        return Credentials(authorization=authorization, peer=context.peer() or "")
     auth = context.auth_context()
     subject = _text(auth.get("x509_subject"))
     common_name = _text(auth.get("x509_common_name"))

@@ -3,7 +3,11 @@
 `SessionSink` makes a session's journal durable: a call with side effects
 is recorded as running before it starts, every result (with the session's
 call count, last use and tools' state) before it is answered, and then the
-sandbox's agent is told it may forget the result.
+sandbox's agent is told it may forget the result. Those acknowledgements
+go in batches (ACK_CALLS calls, ACK_BYTES of output or ACK_DELAY_S, whichever
+comes first), one frame for many calls: an answer the agent keeps a little
+longer costs nothing but its memory, and one a daemon dies before
+acknowledging is acknowledged at re-adoption, as after any crash.
 
 `Adopter` runs once per start-up, against the records the state database
 holds and the containers the engine lists for this instance:
@@ -37,6 +41,11 @@ log = logging.getLogger(__name__)
 
 # Sessions re-attached at once: each is an attach, a signal and a hello.
 ADOPT_CONCURRENCY = 8
+# Stored results acknowledged to the agent in one frame, at the latest after
+# this many calls, this many bytes of their output or this long.
+ACK_CALLS = 32
+ACK_BYTES = 1 << 20
+ACK_DELAY_S = 1.0
 
 
 class SessionSink:
@@ -45,6 +54,11 @@ class SessionSink:
     def __init__(self, durable: Durable, session: Session) -> None:
         self._durable = durable
         self._session = session
+        # Stored results the agent has not been told of yet, and their output's size.
+        self._unacked: list[str] = []
+        self._unacked_bytes = 0
+        self._ack_timer: asyncio.TimerHandle | None = None
+        self._acking: set[asyncio.Future[None]] = set()
 
     @property
     def healthy(self) -> bool:
@@ -61,7 +75,27 @@ class SessionSink:
         except StateUnavailable:
             # Answered anyway; the agent keeps it unacknowledged for the next daemon.
             return
-        await session.sandbox.agent.ack([call_id])
+        self._unacked.append(call_id)
+        self._unacked_bytes += result.output_bytes
+        if len(self._unacked) >= ACK_CALLS or self._unacked_bytes >= ACK_BYTES:
+            await self._ack()
+        elif self._ack_timer is None:
+            loop = asyncio.get_running_loop()
+            self._ack_timer = loop.call_later(ACK_DELAY_S, self._ack_later)
+
+    def _ack_later(self) -> None:
+        self._ack_timer = None
+        task = asyncio.ensure_future(self._ack())
+        self._acking.add(task)
+        task.add_done_callback(self._acking.discard)
+
+    async def _ack(self) -> None:
+        if self._ack_timer is not None:
+            self._ack_timer.cancel()
+            self._ack_timer = None
+        call_ids, self._unacked, self._unacked_bytes = self._unacked, [], 0
+        if call_ids:
+            await self._session.sandbox.agent.ack(call_ids)
 
 
 def new_journal(factory: Callable[[], Journal], durable: Durable, session: Session) -> Journal:

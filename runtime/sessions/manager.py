@@ -24,7 +24,7 @@ from typing import Any
 from runtime.agent.redact import Redactor
 from runtime.clock import REAL_CLOCK, Clock
 from runtime.config import Config, Limits, tmpfs_overflow
-from runtime.constants import WORKSPACE
+from runtime.constants import WORKSPACE, client_label
 from runtime.egress.service import Egress, NetworkRequest, proxy_env
 from runtime.errors import (
     AdmissionRefused,
@@ -236,7 +236,7 @@ class SessionManager(RestartOps):
             allowlist=paths,
             network=network,
             env=env,
-            labels={k: v for k, v in request.labels.items() if not k.startswith("toolrt.")},
+            labels={k: v for k, v in request.labels.items() if client_label(k)},
             sandbox=sandbox,
             runtime=spec.runtime,
             ttl_seconds=clamp_window(

@@ -31,6 +31,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from runtime.config import Config, Limits, PoolProfile
+from runtime.constants import client_label
 from runtime.observability.window import PerSecond
 from runtime.sandbox.backend import NotOffered, Sandbox, SandboxBackend, SandboxSpec
 
@@ -160,7 +161,7 @@ class WarmPool:
     def _profile_of(
         self, image: str, limits: Limits, labels: dict[str, str], runtime: str
     ) -> ProfileKey | None:
-        if any(not k.startswith("toolrt.") for k in labels):
+        if any(client_label(k) for k in labels):  # fixed at creation: served cold
             return None
         key = _key(image, limits, runtime)
         return key if key in self._ready else None

@@ -5,6 +5,12 @@ the event loop: a write waits for its fsync). A write that fails (disk
 full, read-only file, a broken database) raises StateUnavailable naming
 the path, so the work it was to record is refused (UNAVAILABLE, retryable)
 rather than done without a trace; what was written before stays.
+
+The journal's rows are group-committed: the rows of every call that asks
+while the writer is busy go in its next transaction, one commit for all of
+them, and each caller returns once that commit has (a result is never
+answered before it is stored). Each row has a savepoint of its own, so a
+row that fails fails its own call only.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from runtime.config import Config
 from runtime.errors import StateUnavailable
 from runtime.models import ToolResult
 from runtime.state.db import StateDB
+from runtime.state.group import GroupWriter
 from runtime.state.journal_store import JOURNAL, JournalRow, JournalStore
 from runtime.state.lock import StateLock
 from runtime.state.sessions import SESSIONS, SessionRecord, SessionStore
@@ -47,6 +54,8 @@ class Durable:
         # Why the latest write failed ("" once one succeeds again): while set,
         # every call is recorded as started first, so none runs unrecorded.
         self.broken = ""
+        # The journal's rows, group-committed on the writer thread.
+        self._group = GroupWriter(self._writer, self._commit)
 
     @property
     def path(self) -> str:
@@ -62,13 +71,45 @@ class Durable:
             self.broken = ""
             return result
         except sqlite3.Error as exc:
-            msg = (
-                f"state database {self.db.path} cannot be written ({exc}); no new work is "
-                "accepted until it can (free disk space, fix its permissions)"
-            )
-            log.error("%s", msg)
-            self.broken = msg
-            raise StateUnavailable(msg) from exc
+            raise self._unwritable(exc) from exc
+
+    def _unwritable(self, exc: sqlite3.Error) -> StateUnavailable:
+        msg = (
+            f"state database {self.db.path} cannot be written ({exc}); no new work is "
+            "accepted until it can (free disk space, fix its permissions)"
+        )
+        log.error("%s", msg)
+        self.broken = msg
+        return StateUnavailable(msg)
+
+    async def _grouped(self, write: Callable[[], None]) -> None:
+        """`write` in the next group commit; returns once that has committed."""
+        if self._closed:
+            msg = f"state database {self.db.path} is closed (the daemon is stopping)"
+            raise StateUnavailable(msg)
+        try:
+            await self._group.submit(write)
+        except sqlite3.Error as exc:
+            raise self._unwritable(exc) from exc
+        self.broken = ""
+
+    def _commit(self, writes: list[Callable[[], None]]) -> list[Exception | None]:
+        """On the writer: one transaction, a savepoint per row."""
+        with self._transaction():
+            return [self._savepoint(write) for write in writes]
+
+    def _savepoint(self, write: Callable[[], None]) -> Exception | None:
+        """One row in the group's transaction: what it raised, its writes undone."""
+        conn = self.db.conn
+        conn.execute("SAVEPOINT row")
+        try:
+            write()
+        except Exception as exc:  # noqa: BLE001 - handed to that row's caller
+            conn.execute("ROLLBACK TO row")
+            return exc
+        finally:
+            conn.execute("RELEASE row")
+        return None
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[None]:
@@ -124,7 +165,7 @@ class Durable:
 
     # -- the journal --------------------------------------------------------
     async def call_started(self, session_id: str, call_id: str, fingerprint: str) -> None:
-        await self._run(self.journal.begin, session_id, call_id, fingerprint)
+        await self._grouped(lambda: self.journal.begin(session_id, call_id, fingerprint))
 
     async def call_finished(
         self,
@@ -138,12 +179,11 @@ class Durable:
         its session (`touch`: calls, last use, tools' state as JSON)."""
 
         def both() -> None:
-            with self._transaction():
-                self.journal.finish(session_id, call_id, fingerprint, result)
-                if touch is not None:
-                    self.sessions.touch(session_id, *touch)
+            self.journal.finish(session_id, call_id, fingerprint, result)
+            if touch is not None:
+                self.sessions.touch(session_id, *touch)
 
-        await self._run(both)
+        await self._grouped(both)
 
     async def journal_rows(self, session_id: str) -> list[JournalRow]:
         return await self._run(self.journal.rows, session_id)

@@ -57,3 +57,21 @@ def test_an_async_stream_and_transfers_through_a_sandbox(daemon):
                 assert member is not None and member.read() == data
 
     asyncio.run(main())
+
+
+def test_an_async_exec_streams_binary_stdin_through_a_sandbox(session, daemon):
+    data = os.urandom(16 * MiB)
+
+    async def stdin() -> AsyncIterator[bytes]:
+        for start in range(0, len(data), 5 * MiB):
+            yield data[start : start + 5 * MiB]
+
+    async def main() -> None:
+        async with AsyncClient(daemon.target) as c:
+            ended = await c.exec(session.id, ["sha256sum"], stdin=stdin())
+            assert ended.exit_code == 0
+            assert ended.stdout.split()[0].decode() == hashlib.sha256(data).hexdigest()
+            with pytest.raises(PermissionError):
+                await c.write_file_bytes(session.id, "/etc/passwd", b"root::0:0::/:/bin/sh\n")
+
+    asyncio.run(main())

@@ -291,3 +291,115 @@ def test_a_unix_socket(make_daemon, tmp_path):
         assert daemon.daemon.core is not None
 
     run(main())
+
+
+# -- programs: exec and files ---------------------------------------------------
+
+
+def test_exec_with_stdin_from_any_source(daemon):
+    data = bytes(range(256)) * 4096 + b"\xc3\x28\x00\xff"  # 1 MiB and change, not UTF-8
+
+    async def body(s: AsyncSession) -> None:
+        whole = await s.exec(["sha256sum"], stdin=data)
+        assert whole.exit_code == 0 and whole.pid > 0
+        digest = whole.stdout.split()[0]
+        halves = [data[:1000], data[1000:]]
+        assert (await s.exec(["sha256sum"], stdin=iter(halves))).stdout.split()[0] == digest
+        assert (await s.exec(["sha256sum"], stdin=pieces(*halves))).stdout.split()[0] == digest
+        ended = await s.exec(command="echo out; echo err >&2; exit 3")
+        assert (ended.exit_code, ended.stdout, ended.stderr) == (3, b"out\n", b"err\n")
+
+    in_session(daemon, body)
+
+
+def test_an_exec_stream_takes_stdin_and_signals(daemon):
+    async def body(s: AsyncSession) -> None:
+        async with s.exec_stream(["cat"]) as cat:
+            await cat.write(b"hello\n")
+            await cat.close_stdin()
+            events = [e async for e in cat.events()]
+        assert [k for k, _ in events] == ["started", "stdout", "exit"]
+        assert events[1][1] == b"hello\n" and events[2][1].exit_code == 0
+        async with s.exec_stream(["sleep", "3600"]) as sleeper:
+            async for kind, value in sleeper.events():
+                if kind == "started":
+                    await sleeper.signal("TERM")
+                elif kind == "exit":
+                    assert (value.exit_code, value.signal) == (143, "TERM")
+
+    in_session(daemon, body)
+
+
+@pytest.mark.parametrize("how", ["stream", "exec"])
+def test_a_cancelled_exec_kills_its_program(daemon, how):
+    async def body(s: AsyncSession) -> None:
+        pid = asyncio.get_running_loop().create_future()
+        if how == "stream":
+
+            async def run() -> None:
+                async for kind, value in s.exec_stream(["sleep", "3600"]).events():
+                    if kind == "started":
+                        pid.set_result(value.pid)
+
+        else:
+
+            async def run() -> None:
+                await s.exec(command="echo $$ > /tmp/pid; exec sleep 3600")
+
+            async def pid_file() -> None:
+                wait = "while [ ! -s /tmp/pid ]; do sleep 0.05; done; cat /tmp/pid"
+                pid.set_result(int((await s.exec(command=wait)).stdout))
+
+            asyncio.create_task(pid_file())
+        task = asyncio.create_task(run())
+        await asyncio.wait_for(pid, 60)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        alive = f"while kill -0 {pid.result()} 2>/dev/null; do sleep 0.05; done; echo gone"
+        assert (await s.exec(command=alive, timeout=60)).stdout == b"gone\n"
+
+    in_session(daemon, body)
+
+
+def test_leaving_an_exec_stream_early_kills_its_program(daemon):
+    async def body(s: AsyncSession) -> None:
+        program = s.exec_stream(["sleep", "3600"])
+        async with aclosing(program.events()) as events:
+            async for kind, value in events:
+                assert kind == "started"
+                pid = value.pid
+                break
+        alive = f"while kill -0 {pid} 2>/dev/null; do sleep 0.05; done; echo gone"
+        assert (await s.exec(command=alive, timeout=60)).stdout == b"gone\n"
+        del program
+
+    in_session(daemon, body)
+
+
+def test_files_and_their_typed_errors(daemon):
+    async def body(s: AsyncSession) -> None:
+        assert (
+            await s.write_file_bytes("/tmp/a/b.bin", pieces(b"\x00\xff", b"!"), make_parents=True)
+            == 3
+        )
+        assert await s.read_file_bytes("/tmp/a/b.bin") == b"\x00\xff!"
+        assert [c async for c in s.read_file_chunks("/tmp/a/b.bin", offset=1)] == [b"\xff!"]
+        info = await s.stat("/tmp/a/b.bin")
+        assert info.exists and info.size == 3
+        with pytest.raises(FileNotFoundError) as missing:
+            await s.read_file_bytes("/tmp/nope")
+        assert (
+            isinstance(missing.value, ToolrtRpcError) and missing.value.reason == "FILE_NOT_FOUND"
+        )
+        with pytest.raises(IsADirectoryError):
+            await s.read_file_bytes("/tmp/a")
+        await s.exec(command="echo ro > /tmp/ro && chmod 444 /tmp/ro")
+        with pytest.raises(PermissionError):
+            await s.write_file_bytes("/tmp/ro", b"changed")
+        with pytest.raises(FileExistsError):
+            await s.write_file_bytes("/tmp/a/b.bin", b"x", if_exists="fail")
+        with pytest.raises(FileNotFoundError):
+            await s.exec(["/no/such/program"])
+
+    in_session(daemon, body)

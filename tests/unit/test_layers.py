@@ -22,7 +22,7 @@ RUNTIME = Path(__file__).resolve().parents[2] / "runtime"
 LAYERS: tuple[frozenset[str], ...] = tuple(
     frozenset(floor.split())
     for floor in (
-        "__main__ cli",
+        "__main__ cli integrations",
         "fronts server",
         "core",
         "admin audit network_audit",
@@ -34,7 +34,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(
         "dialects state observability auth",
         "config",
         "policy models cpu secret_store client images",
-        "constants errors json_shape clock descriptors agent",
+        "constants errors json_shape clock descriptors queued agent",
     )
 )
 FLOOR = {unit: level for level, floor in enumerate(LAYERS) for unit in floor}

@@ -24,7 +24,7 @@ from docker.types import LogConfig
 
 from runtime.agent.protocol import RELAY_DIR
 from runtime.config import Config, Limits
-from runtime.constants import SANDBOX_GID, SANDBOX_UID, TMP, WORKSPACE
+from runtime.constants import SANDBOX_GID, SANDBOX_UID, TMP, WORKSPACE, client_label
 from runtime.errors import BadRequest, EngineUnavailable
 from runtime.sandbox.agent_client import AgentClient
 from runtime.sandbox.agent_dir import STATIC_AGENT, require_static_agent
@@ -138,9 +138,10 @@ class DockerBackend(SandboxBackend):
     # -- lifecycle ----------------------------------------------------------
     def _labels(self, spec: SandboxSpec) -> dict[str, str]:
         # Operators may add their own toolrt.* labels (tests mark containers
-        # toolrt.test); requests may not, and nobody overrides the three below.
+        # toolrt.test); requests may not (but toolrt.integration), and nobody
+        # overrides the three below.
         labels = dict(self._config.extra_labels)
-        labels.update({k: v for k, v in spec.labels.items() if not k.startswith("toolrt.")})
+        labels.update({k: v for k, v in spec.labels.items() if client_label(k)})
         labels[LABEL_SESSION] = spec.session_id
         labels[LABEL_DAEMON] = self._config.instance
         if spec.tenant:  # warm-pool containers have none yet

@@ -1,0 +1,63 @@
+"""The examples of docs/integrations.md, run as written: the test supplies
+only `model`, a scripted stand-in for the reader's own."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from langchain_core.messages import AIMessage
+from minisweagent.environments import get_environment
+from scripted import DeterministicModel, ScriptedChatModel, make_output, tool_call
+
+from runtime.integrations.minisweagent import ToolrtEnvironment
+
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "integrations.md"
+
+
+def blocks(section: str, language: str) -> list[str]:
+    """The `language` code blocks of the page's `## section`."""
+    text = PAGE.read_text().split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
+    return re.findall(rf"```{language}\n(.*?)```", text, flags=re.DOTALL)
+
+
+def run_example(code: str, model: Any, capsys: pytest.CaptureFixture[str]) -> str:
+    exec(compile(code, str(PAGE), "exec"), {"model": model})
+    return capsys.readouterr().out
+
+
+def test_the_mini_swe_agent_config_names_the_environment() -> None:
+    [config] = blocks("mini-swe-agent", "yaml")
+    env = get_environment(yaml.safe_load(config)["environment"])
+    try:
+        assert isinstance(env, ToolrtEnvironment)
+        assert env.execute({"command": "pwd"})["output"] == "/workspace\n"
+    finally:
+        env.cleanup()
+
+
+def test_the_mini_swe_agent_example(capsys: pytest.CaptureFixture[str]) -> None:
+    [example] = blocks("mini-swe-agent", "python")
+    model = DeterministicModel(
+        outputs=[
+            make_output("fix", [{"command": "sed -i 's/1 - 1/1 + 1/' repo/main.py"}]),
+            make_output(
+                "done",
+                [{"command": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && python3 repo/main.py"}],
+            ),
+        ]
+    )
+    assert run_example(example, model, capsys) == "Submitted 2\n\n"
+
+
+def test_the_deep_agents_example(capsys: pytest.CaptureFixture[str]) -> None:
+    [example] = blocks("LangChain Deep Agents", "python")
+    script = [
+        tool_call("execute", 1, command="python3 /workspace/hello.py"),
+        AIMessage(content="It printed: hello from toolrt"),
+    ]
+    out = run_example(example, ScriptedChatModel(messages=iter(script)), capsys)
+    assert out.startswith("It printed: hello from toolrt - in session ")

@@ -1,0 +1,111 @@
+"""What durable state costs per call: the journal's group commit (concurrent
+calls' rows share one transaction, each caller returns only once its row is
+stored, one bad row fails only its own call), and acknowledgements to the
+agent sent many to a frame."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+
+from runtime.agent import protocol
+from runtime.client import Client
+from runtime.errors import StateUnavailable
+from runtime.models import ToolResult
+from runtime.sandbox.agent_client import AgentClient
+from runtime.sandbox.fake import FakeBackend
+from runtime.sessions.adoption import ACK_CALLS
+from runtime.state.db import StateDB
+from runtime.state.durable import COMPONENTS, Durable
+from runtime.state.journal_store import DONE, JournalStore
+from tests.conftest import config_for_test, start_daemon
+
+
+def _durable(tmp_path) -> tuple[Durable, list[str]]:
+    durable = Durable(StateDB.open(str(tmp_path), COMPONENTS), config_for_test())
+    commits: list[str] = []
+    durable.db.conn.set_trace_callback(
+        lambda sql: commits.append(sql) if sql.strip().upper() == "COMMIT" else None
+    )
+    return durable, commits
+
+
+def _busy(durable: Durable) -> threading.Event:
+    """Holds the writer thread until the returned event is set."""
+    release = threading.Event()
+    durable._writer.submit(release.wait)
+    return release
+
+
+async def _finish_all(durable: Durable, ids: list[str]) -> list[object]:
+    release = _busy(durable)
+    calls = [
+        asyncio.ensure_future(
+            durable.call_finished("s1", cid, "fp", ToolResult(cid, {"n": 1}), (1, 0.0, "{}"))
+        )
+        for cid in ids
+    ]
+    await asyncio.sleep(0)
+    # Nothing is answered while its row is not committed.
+    assert not any(c.done() for c in calls)
+    release.set()
+    return list(await asyncio.gather(*calls, return_exceptions=True))
+
+
+def test_concurrent_calls_share_one_commit_and_return_once_stored(tmp_path):
+    durable, commits = _durable(tmp_path)
+    try:
+        ids = [f"c{i}" for i in range(20)]
+        assert asyncio.run(_finish_all(durable, ids)) == [None] * 20
+        assert len(commits) == 1
+        rows = JournalStore(durable.db).rows("s1")
+        assert [(r.call_id, r.status) for r in rows] == [(cid, DONE) for cid in ids]
+    finally:
+        durable.close()
+
+
+def test_a_row_that_fails_fails_its_own_call_only(tmp_path, monkeypatch):
+    durable, _ = _durable(tmp_path)
+    finish = durable.journal.finish
+
+    def failing(session_id: str, call_id: str, fingerprint: str, result: ToolResult) -> None:
+        finish(session_id, call_id, fingerprint, result)
+        if call_id == "bad":
+            msg = "disk I/O error"
+            raise sqlite3.OperationalError(msg)
+
+    monkeypatch.setattr(durable.journal, "finish", failing)
+    try:
+        outcomes = asyncio.run(_finish_all(durable, ["a", "bad", "b"]))
+        assert outcomes[0] is None and outcomes[2] is None
+        assert isinstance(outcomes[1], StateUnavailable)
+        assert durable.path in str(outcomes[1])
+        stored = [r.call_id for r in JournalStore(durable.db).rows("s1")]
+        assert stored == ["a", "b"]
+    finally:
+        durable.close()
+
+
+def test_stored_results_are_acknowledged_to_the_agent_many_to_a_frame(tmp_path, monkeypatch):
+    acks: list[list[str]] = []
+
+    async def ack(agent: AgentClient, call_ids: list[str]) -> None:
+        acks.append(call_ids)
+
+    monkeypatch.setattr(AgentClient, "ack", ack)
+    backend = FakeBackend()
+    backend.script(lambda req: (protocol.ExecResult(exit_code=0), b""))
+    running = start_daemon(config_for_test(state_dir=str(tmp_path)), backend=backend)
+    try:
+        with Client(running.target) as client:
+            session = client.create_session()
+            ids = [f"call-{i}" for i in range(ACK_CALLS + 3)]
+            for call_id in ids:
+                assert client.call(session.id, "shell", {"command": "true"}, call_id=call_id).ok
+            # One frame for the first ACK_CALLS calls (each answered once stored);
+            # the rest wait for the next batch or the delay.
+            assert acks[0] == ids[:ACK_CALLS]
+            assert sum(map(len, acks)) <= len(ids) and len(acks) <= 2
+    finally:
+        running.stop()
