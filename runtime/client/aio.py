@@ -186,6 +186,8 @@ class AsyncClient(rpcs.Connected, AsyncProgramMethods):
 class AsyncSession(AsyncSessionPrograms):
     """One session's calls; `async with` closes it at the end of the block."""
 
+    client: AsyncClient
+
     def __init__(self, client: AsyncClient, session: pb.Session) -> None:
         self.client = client
         self.info = session

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
 from runtime.client.errors import rpc_errors
@@ -27,9 +27,6 @@ from runtime.client.programs import (
     write_file_head,
     write_file_messages,
 )
-
-if TYPE_CHECKING:
-    from runtime.client.aio import AsyncClient
 
 T = TypeVar("T")
 ByteSource = bytes | Iterable[bytes] | AsyncIterable[bytes]
@@ -205,7 +202,7 @@ class AsyncProgramMethods:
 class AsyncSessionPrograms:
     """The same, on a session (which has `client` and `id`)."""
 
-    client: AsyncClient
+    client: AsyncProgramMethods  # an AsyncClient
     id: str
 
     async def exec(self, argv: list[str] | None = None, **kwargs: Any) -> ExecResult:
