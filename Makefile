@@ -112,8 +112,12 @@ test-runsc: image agent ## tests/docker with every sandbox under gVisor (runsc);
 
 test-gvisor: test-runsc ## the same as test-runsc
 
-test-fast: $(STAMP) helper $(AGENT) ## every test not marked docker (tests/unit and a few beside Docker ones): no engine, under a minute
-	$(PY) -m pytest -m "not docker" $(PYTEST_ARGS)
+# On as many workers as the host has cores (pytest-xdist): the fast tests
+# spend most of their time starting in-process daemons, one core at a time.
+FAST_WORKERS ?= $(shell nproc)
+
+test-fast: $(STAMP) helper $(AGENT) ## every test not marked docker (tests/unit and a few beside Docker ones): no engine, on FAST_WORKERS workers
+	$(PY) -m pytest -m "not docker" -n $(FAST_WORKERS) $(PYTEST_ARGS)
 
 # The providers (runtime/integrations) driven by mini-swe-agent's and Deep Agents'
 # own code against a daemon started for the run, in .venv-integrations (built

@@ -417,6 +417,14 @@ class Config(BaseModel):
     """Largest encoded ToolResult output, whatever a command printed."""
     stream_cap_bytes: int = Field(8 * MiB, ge=0)
     """Raw bytes of live output ExecuteStream relays per call."""
+    exec_output_cap_bytes: int = Field(64 * MiB, ge=0)
+    """Bytes of each output stream (stdout, stderr) an `Exec` sends: its
+    `output_cap_bytes` when 0 and its ceiling (the rest is counted in
+    ExecExit, not sent). A client that reads slowly holds its program back
+    (flow control), so the daemon holds a small window per Exec, not this."""
+    file_max_bytes: int = Field(1024 * MiB, ge=0)
+    """Largest file `ReadFile` sends: its `max_bytes` when 0 and its ceiling
+    (a larger file is FILE_TOO_LARGE, never cut)."""
     max_sessions: int = Field(256, ge=1)
     """Live sessions (pooled containers included) before RESOURCE_EXHAUSTED."""
     min_available_memory_bytes: int = Field(256 * MiB, ge=0)

@@ -25,6 +25,7 @@ from runtime.sandbox.backend import SandboxBackend
 from runtime.secret_store import load_secrets
 from runtime.sessions.calls import Calls
 from runtime.sessions.manager import SessionManager
+from runtime.sessions.programs import Programs
 from runtime.sessions.reaper import Reaper
 from runtime.sessions.session import Session
 from runtime.sessions.slots import TransferSlots
@@ -64,6 +65,8 @@ class Core:
     durable: Durable
     # Snapshots, forks and restores; their store under state_dir.
     snapshots: Snapshots
+    # Exec and files for programs (harnesses, SDKs).
+    programs: Programs
 
     async def start(self, *, reap_expired: bool = True) -> None:
         """Re-adopt a previous run's sessions (in the background) and remove
@@ -182,7 +185,9 @@ def build_core(
     )
     snapshots = Snapshots(config, manager, store, obs.metrics, durable)
     calls = Calls(config, manager, registry, obs, snapshots)
-    transfers = Transfers(manager, TransferSlots(config.shares, obs.metrics.share_refused))
+    # Uploads, downloads and programs' file reads and writes share the slots.
+    slots = TransferSlots(config.shares, obs.metrics.share_refused)
+    transfers = Transfers(manager, slots)
     admin = Admin(config, backend, manager, obs)
     return Core(
         config,
@@ -198,4 +203,5 @@ def build_core(
         admin,
         durable,
         snapshots,
+        Programs(config, manager, slots),
     )

@@ -25,6 +25,7 @@
         │   ├── RateLimited      RESOURCE_EXHAUSTED (the wait in the message)
         │   ├── ShareExhausted   RESOURCE_EXHAUSTED (a tenant's share of a shared resource)
         │   └── SnapshotRefused  RESOURCE_EXHAUSTED (the quota's config key in `quota`)
+        ├── ProgramError         the status of its reason (a program's exec or file RPC)
         ├── EngineUnavailable    UNAVAILABLE
         ├── AuditUnavailable     UNAVAILABLE (the audit log cannot be written)
         ├── StateUnavailable     UNAVAILABLE (the state database cannot be written)
@@ -32,7 +33,10 @@
 
 Tool failures travel inside a ToolResult; request errors end the RPC. Only
 `server.interceptor` turns request errors into status codes, and only
-`sandbox.docker.errors` turns Docker's errors into ours.
+`sandbox.docker.errors` turns Docker's errors into ours. A request error
+with an `error_reason` also carries google.rpc.ErrorInfo{domain: "toolrt",
+reason} in its status details (DESIGN's reasons), for programs to tell
+cases apart without parsing a message.
 """
 
 from __future__ import annotations
@@ -122,13 +126,17 @@ TOOL_FAILURES: tuple[type[ToolFailure], ...] = (
 class RequestError(ToolrtError):
     """The request itself cannot be served; becomes a gRPC status."""
 
-    status: ClassVar[grpc.StatusCode] = grpc.StatusCode.INTERNAL
+    # Class attributes, set per instance only by ProgramError.
+    status: grpc.StatusCode = grpc.StatusCode.INTERNAL
+    # The ErrorInfo reason its status carries ("": none).
+    error_reason: str = ""
 
 
 class Unauthenticated(RequestError):
     """No credentials, or credentials that name no principal (the message says which)."""
 
     status = grpc.StatusCode.UNAUTHENTICATED
+    error_reason = "UNAUTHENTICATED"
 
     def __init__(self, message: str, reason: str = "invalid") -> None:
         super().__init__(message)
@@ -140,10 +148,12 @@ class PermissionDenied(RequestError):
     """The principal may not use what it asked for (an image, a runtime, tools at all)."""
 
     status = grpc.StatusCode.PERMISSION_DENIED
+    error_reason = "PERMISSION_DENIED"
 
 
 class SessionNotFound(RequestError):
     status = grpc.StatusCode.NOT_FOUND
+    error_reason = "SESSION_NOT_FOUND"
 
 
 class SnapshotNotFound(RequestError):
@@ -152,6 +162,7 @@ class SnapshotNotFound(RequestError):
 
 class BadRequest(RequestError):
     status = grpc.StatusCode.INVALID_ARGUMENT
+    error_reason = "INVALID_REQUEST"
 
 
 class SessionUnusable(RequestError):
@@ -161,6 +172,7 @@ class SessionUnusable(RequestError):
     """
 
     status = grpc.StatusCode.FAILED_PRECONDITION
+    error_reason = "SANDBOX_LOST"
 
 
 class HoldsSecret(RequestError):
@@ -172,6 +184,7 @@ class HoldsSecret(RequestError):
 
 class AdmissionRefused(RequestError):
     status = grpc.StatusCode.RESOURCE_EXHAUSTED
+    error_reason = "QUOTA_EXCEEDED"
 
 
 class RateLimited(AdmissionRefused):
@@ -198,6 +211,34 @@ class SnapshotRefused(AdmissionRefused):
     def __init__(self, message: str, quota: str) -> None:
         super().__init__(message)
         self.quota = quota
+
+
+class ProgramError(RequestError):
+    """A program's exec or file RPC refused for one of DESIGN's reasons
+    (FILE_NOT_FOUND, IS_A_DIRECTORY, ...); its status is the reason's."""
+
+    STATUSES: ClassVar[dict[str, grpc.StatusCode]] = {
+        "FILE_NOT_FOUND": grpc.StatusCode.NOT_FOUND,
+        "IS_A_DIRECTORY": grpc.StatusCode.FAILED_PRECONDITION,
+        "NOT_A_DIRECTORY": grpc.StatusCode.FAILED_PRECONDITION,
+        "PERMISSION_DENIED": grpc.StatusCode.PERMISSION_DENIED,
+        "USER_NOT_ALLOWED": grpc.StatusCode.PERMISSION_DENIED,
+        "FILE_TOO_LARGE": grpc.StatusCode.OUT_OF_RANGE,
+        "FILE_EXISTS": grpc.StatusCode.ALREADY_EXISTS,
+        "NO_SPACE": grpc.StatusCode.RESOURCE_EXHAUSTED,
+        "QUOTA_EXCEEDED": grpc.StatusCode.RESOURCE_EXHAUSTED,
+        "TIMEOUT": grpc.StatusCode.DEADLINE_EXCEEDED,
+        "SANDBOX_LOST": grpc.StatusCode.FAILED_PRECONDITION,
+        "INVALID_REQUEST": grpc.StatusCode.INVALID_ARGUMENT,
+    }
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        if reason not in self.STATUSES:
+            msg = f"{reason}: not a program error reason"
+            raise ValueError(msg)
+        self.error_reason = reason
+        self.status = self.STATUSES[reason]
 
 
 class EngineUnavailable(RequestError):
@@ -236,6 +277,7 @@ REQUEST_ERRORS: tuple[type[RequestError], ...] = (
     RateLimited,
     ShareExhausted,
     SnapshotRefused,
+    ProgramError,
     EngineUnavailable,
     AuditUnavailable,
     StateUnavailable,

@@ -386,3 +386,28 @@ tool_names = one_in(5).flatmap(lambda rare: odd_names | short_text if rare else 
 def tool_calls(draw: st.DrawFn) -> pb.ToolCall:
     name = draw(tool_names)
     return pb.ToolCall(id=draw(call_ids), name=name, arguments_json=draw(arguments_json(name)))
+
+
+# -- proto fields (what a gRPC client can put in a request) ---------------------
+def valid_utf8(value: str) -> str:
+    """A proto string field carries only valid UTF-8: lone surrogates become '?'."""
+    return value.encode("utf-8", "replace").decode("utf-8")
+
+
+proto_text = text.map(valid_utf8)
+proto_paths = paths.map(valid_utf8)
+int64s = st.one_of(
+    st.just(0),
+    st.integers(-(2**63), 2**63 - 1),
+    st.sampled_from([-1, 1, 2**31, 2**63 - 1, -(2**63), 6 << 20, 64 << 20, 1 << 40]),
+)
+doubles = st.one_of(
+    st.just(0.0),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from([1e-9, 0.001, 0.01, 1e308, float("nan"), float("inf"), -0.0]),
+)
+string_maps = st.dictionaries(proto_text, proto_text, max_size=4) | st.dictionaries(
+    st.sampled_from(["toolrt.daemon", "toolrt.session", "toolrt.test", "PATH", "LD_PRELOAD"]),
+    proto_text,
+    max_size=3,
+)

@@ -148,21 +148,27 @@ def op_read(agent: Agent, rid: int, request: protocol.Read, body: bytes) -> None
     serve(agent, rid, request.deadline_s, run)
 
 
-@operation(protocol.Extract)
-def op_extract(agent: Agent, rid: int, request: protocol.Extract, body: bytes) -> None:
+def serve_inflow(
+    agent: Agent,
+    rid: int,
+    request: Any,
+    consume: Callable[[flow.Inflow], protocol.Message],
+) -> None:
+    """Serve `request` (with deadline_s and window) whose data the daemon
+    streams in as ArchiveChunks: `consume` reads them from its Inflow."""
     inflow = flow.Inflow(request.window, lambda n: agent.send(protocol.Credit(chunks=n), rid))
     agent.flows[rid] = inflow
-
-    def run() -> Tuple[protocol.Message, bytes]:
-        from . import archives
-
-        return archives.extract(request, inflow), b""
-
-    serve(agent, rid, request.deadline_s, run, streams=True)
+    serve(agent, rid, request.deadline_s, lambda: (consume(inflow), b""), streams=True)
 
 
-@operation(protocol.Archive)
-def op_archive(agent: Agent, rid: int, request: protocol.Archive, body: bytes) -> None:
+def serve_outflow(
+    agent: Agent,
+    rid: int,
+    request: Any,
+    produce: Callable[[Callable[[bytes], None]], protocol.Message],
+) -> None:
+    """Serve `request` (with deadline_s and window) whose data streams out
+    as ArchiveChunks: `produce` emits each, within the daemon's credits."""
     outflow = flow.Outflow(request.window)
     agent.flows[rid] = outflow
 
@@ -170,13 +176,28 @@ def op_archive(agent: Agent, rid: int, request: protocol.Archive, body: bytes) -
         outflow.spend()
         agent.send(protocol.ArchiveChunk(), rid, chunk)
 
-    def run() -> Tuple[protocol.Message, bytes]:
+    serve(agent, rid, request.deadline_s, lambda: (produce(emit), b""), streams=True)
+
+
+@operation(protocol.Extract)
+def op_extract(agent: Agent, rid: int, request: protocol.Extract, body: bytes) -> None:
+    def run(inflow: flow.Inflow) -> protocol.Message:
+        from . import archives
+
+        return archives.extract(request, inflow)
+
+    serve_inflow(agent, rid, request, run)
+
+
+@operation(protocol.Archive)
+def op_archive(agent: Agent, rid: int, request: protocol.Archive, body: bytes) -> None:
+    def run(emit: Callable[[bytes], None]) -> protocol.Message:
         from . import pack
 
         redactor = agent.redactor if request.redact else Redactor()
-        return pack.archive(request, emit, redactor), b""
+        return pack.archive(request, emit, redactor)
 
-    serve(agent, rid, request.deadline_s, run, streams=True)
+    serve_outflow(agent, rid, request, run)
 
 
 @operation(protocol.ArchiveChunk)

@@ -32,6 +32,8 @@ from . import (
     file_ops,
     flow,
     healing,
+    program_files,
+    programs,
     protocol,
     relay,
     results,
@@ -42,11 +44,11 @@ from .ops import OPERATIONS, operation
 
 # Imported for their registrations: every family's operations are known
 # before the first request is read.
-_FAMILIES = (background, calls, file_ops, relay, results)
+_FAMILIES = (background, calls, file_ops, program_files, programs, relay, results)
 
 
 class Agent(
-    calls.CallOps,
+    programs.ProgramOps,
     deadlines.TreeOps,
     background.BackgroundOps,
     state.StateOps,
@@ -194,6 +196,8 @@ class Agent(
             self.read_state(data)
         elif kind == "stdin" and key.fd in self.sel.get_map():
             self.on_stdin(key.fd, data)
+        elif kind == "input":
+            self.on_input(key.fd, data)
         return True
 
 

@@ -108,6 +108,12 @@ class Launch:
     state: int = -1
     # More descriptors for bash: (ours, where bash finds it), below STATE_FD.
     extra: Tuple[Tuple[int, int], ...] = ()
+    # A program to run instead of `bash -c command` (argv[0] without a
+    # slash is looked up in env's PATH): the Spawn operation's.
+    argv: Tuple[str, ...] = ()
+
+    def program(self) -> Tuple[str, ...]:
+        return self.argv or ("/bin/bash", "-c", self.command)
 
 
 def above_floor(fd: int) -> int:
@@ -136,7 +142,7 @@ def spawn_native(launch: Launch) -> int:
     """Start the C launcher with posix_spawn (no copy of the agent); its pid,
     which becomes bash's."""
     argv = [HELPER, FILTER_HEX, str(launch.group), str(launch.uid), str(launch.gid), launch.cwd]
-    argv += ["/bin/bash", "-c", launch.command]
+    argv += launch.program()
     actions = [
         (os.POSIX_SPAWN_DUP2, launch.stdin, 0),
         (os.POSIX_SPAWN_DUP2, launch.stdout, 1),
@@ -187,7 +193,8 @@ def spawn_fork(launch: Launch) -> int:
         stage = STAGE_FILTER
         seccomp.install(FILTER)
         stage = STAGE_EXEC
-        os.execve("/bin/bash", ["/bin/bash", "-c", launch.command], launch.env)
+        program = launch.program()
+        os.execvpe(program[0], list(program), launch.env)
     except OSError as exc:
         _report(launch.report, stage, exc.errno or errno.EIO)
     except BaseException:  # noqa: BLE001 - the child must exit, and say why

@@ -62,6 +62,17 @@ TIMEOUT = "TIMEOUT"
 INTERNAL = "INTERNAL"
 # A resumed call the agent saw but whose result it no longer keeps.
 OUTCOME_UNKNOWN = "OUTCOME_UNKNOWN"
+# The program operations (Spawn, Stat, ReadPath, WritePath) answer with the
+# reasons their RPCs' clients see (google.rpc.ErrorInfo, DESIGN), passed
+# through by the daemon; besides these, TIMEOUT, LIMIT_EXCEEDED and INTERNAL.
+FILE_NOT_FOUND = "FILE_NOT_FOUND"
+PERMISSION_DENIED = "PERMISSION_DENIED"
+IS_A_DIRECTORY = "IS_A_DIRECTORY"
+NOT_A_DIRECTORY = "NOT_A_DIRECTORY"
+FILE_TOO_LARGE = "FILE_TOO_LARGE"
+FILE_EXISTS = "FILE_EXISTS"
+NO_SPACE = "NO_SPACE"
+INVALID_REQUEST = "INVALID_REQUEST"
 # The sandbox's paths and user, as both sides know them.
 WORKSPACE = "/workspace"
 TMP = "/tmp"
@@ -519,6 +530,138 @@ class RelayReady(Message):
     port: int = RELAY_PORT
 
 
+# -- programs: a process with bytes in and out, files anywhere ----------------
+# What harnesses and SDKs use (the Exec, ReadFile, WriteFile and StatPath
+# RPCs), as the sandbox user, wherever that user may reach: no allowlist.
+
+
+@records.record
+class Spawn(Message):
+    """Run a program as the sandbox user. The body is its argv, each argument
+    followed by a NUL byte (argv[0] without a slash is looked up in env's
+    PATH). The agent answers with a Spawned event once the program runs (or
+    a Failure: FILE_NOT_FOUND, PERMISSION_DENIED, NOT_A_DIRECTORY for it or
+    the cwd), streams its Output as it comes (within output_window), and
+    ends with a SpawnExit. Credits go both ways on its request id: the
+    agent's for Stdin events, the daemon's for Output events."""
+
+    OP: ClassVar[str] = "spawn"
+    cwd: str = WORKSPACE
+    env: Dict[str, str] = records.field(default_factory=dict)
+    # The whole tree is killed after timeout_s (TERM, then KILL after grace_s).
+    timeout_s: float = 60.0
+    grace_s: float = 0.5
+    # Stdin events feed the program's stdin (else it reads /dev/null); the
+    # agent grants a Credit for each one written, `window` at most ahead.
+    stdin_open: bool = False
+    window: int = WINDOW_CHUNKS
+    # Output bytes per stream sent as Output events; the rest is counted.
+    output_cap: int = 16 << 20
+    # Output events sent and not yet credited back by the daemon (a Credit
+    # per event it passed on): past them the agent stops reading the
+    # program's output, which then waits in its pipes.
+    output_window: int = 16
+
+
+@records.record
+class Spawned(Message):
+    """A Spawn's program runs (its exec succeeded): its pid in the sandbox."""
+
+    OP: ClassVar[str] = "spawned"
+    pid: int = 0
+
+
+@records.record
+class Stdin(Message):
+    """Bytes for a running Spawn's stdin (the body); `eof` closes it after them."""
+
+    OP: ClassVar[str] = "stdin"
+    eof: bool = False
+
+
+# The signals a Signal may name (without "SIG").
+SIGNAL_NAMES = ("HUP", "INT", "QUIT", "KILL", "USR1", "USR2", "TERM", "CONT", "STOP", "TSTP")
+
+
+@records.record
+class Signal(Message):
+    """Send a signal (a name such as "INT", "TERM", "KILL") to a running
+    Spawn's process group. Never answered."""
+
+    OP: ClassVar[str] = "signal"
+    signal: str = "TERM"
+
+
+@records.record
+class SpawnExit(Message):
+    """The end of a Spawn."""
+
+    OP: ClassVar[str] = "spawn_exit"
+    # 128 + n for a program ended by signal n, whose name is `signal`.
+    exit_code: int = 0
+    signal: str = ""
+    # Why the agent killed it: "", "deadline", "cancelled", "aborted".
+    killed: str = ""
+    oom: bool = False
+    # Output past output_cap, per stream, not sent.
+    stdout_dropped: int = 0
+    stderr_dropped: int = 0
+
+
+@records.record
+class Stat(Message):
+    """What is at `path` (not following a final symlink)."""
+
+    OP: ClassVar[str] = "stat"
+    path: str = ""
+    deadline_s: float = FILE_OP_SECONDS
+
+
+@records.record
+class StatReply(Message):
+    OP: ClassVar[str] = "stat_reply"
+    exists: bool = False
+    # "file", "directory", "symlink", "other"; "" when nothing is there.
+    type: str = ""
+    size: int = 0
+    mode: int = 0
+    mtime: float = 0.0
+    link_target: str = ""
+
+
+@records.record
+class ReadPath(Message):
+    """A file's bytes from `offset`, streamed as ArchiveChunk events under
+    Credits (as an Archive's), ended by Transferred. More than max_bytes is
+    FILE_TOO_LARGE, never a cut: a special file (a FIFO, a device, a /proc
+    entry) is read to its end, at most max_bytes, before a byte is sent, and
+    waits at most wait_s for its bytes (TIMEOUT)."""
+
+    OP: ClassVar[str] = "read_path"
+    path: str = ""
+    offset: int = 0
+    max_bytes: int = 1 << 30
+    wait_s: float = 10.0
+    deadline_s: float = FILE_OP_SECONDS
+    window: int = WINDOW_CHUNKS
+
+
+@records.record
+class WritePath(Message):
+    """Write the daemon's ArchiveChunk events (as an Extract's) to `path`,
+    opened as the sandbox user: an existing file keeps its inode, owner and
+    mode; `mode` applies to a file this creates. `if_exists`: "replace"
+    (truncate), "fail" (FILE_EXISTS) or "append". Ended by Transferred."""
+
+    OP: ClassVar[str] = "write_path"
+    path: str = ""
+    mode: int = 0o644
+    make_parents: bool = False
+    if_exists: str = "replace"
+    deadline_s: float = FILE_OP_SECONDS
+    window: int = WINDOW_CHUNKS
+
+
 REQUESTS: Tuple[Type[Message], ...] = (
     Hello,
     Ack,
@@ -538,6 +681,10 @@ REQUESTS: Tuple[Type[Message], ...] = (
     Extract,
     Archive,
     RelayStart,
+    Spawn,
+    Stat,
+    ReadPath,
+    WritePath,
 )
 REPLIES: Tuple[Type[Message], ...] = (
     Failure,
@@ -556,10 +703,12 @@ REPLIES: Tuple[Type[Message], ...] = (
     Listing,
     Transferred,
     RelayReady,
+    SpawnExit,
+    StatReply,
 )
 # Frames of a running request before its reply; a transfer's chunks and
-# credits go both ways.
-EVENTS: Tuple[Type[Message], ...] = (Output, ArchiveChunk, Credit)
+# credits go both ways, as do a Spawn's (stdin and signals in, output out).
+EVENTS: Tuple[Type[Message], ...] = (Output, ArchiveChunk, Credit, Spawned, Stdin, Signal)
 BY_OP: Dict[str, Type[Message]] = {m.OP: m for m in REQUESTS + REPLIES + EVENTS}
 
 M = TypeVar("M", bound=Message)

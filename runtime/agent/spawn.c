@@ -14,7 +14,8 @@
  * agent), takes GROUP as its only supplementary group (the mark by which the
  * agent finds every process of the call, tracker.py), drops to UID/GID,
  * enters CWD, installs FILTER (a seccomp program in hex, built by
- * seccomp.py: it stacks on the engine's profile) and execs PROGRAM: its pid becomes the command's, and the agent
+ * seccomp.py: it stacks on the engine's profile) and execs PROGRAM (looked
+ * up in PATH when it has no slash): its pid becomes the command's, and the agent
  * reads its exit status itself. When a step fails it writes one fixed
  * binary record (procs.REPORT: type, stage, errno) to fd 3 and exits 127; fd
  * 3 is close-on-exec, so it closes empty when PROGRAM starts. No byte of the
@@ -110,7 +111,8 @@ int main(int argc, char **argv) {
     if (chdir(cwd) != 0)
         fail(STAGE_CWD, errno);
     install_filter(filter);
-    execv(command[0], command);
+    /* PROGRAM without a slash is looked up in the command's PATH (a Spawn's argv). */
+    execvp(command[0], command);
     fail(STAGE_EXEC, errno);
     return 127;
 }

@@ -3,127 +3,59 @@
 `Client(target, token=..., tls=...)`: without arguments the target is
 `TOOLRT_TARGET` (else 127.0.0.1:50051) and the token `TOOLRT_TOKEN` (else
 none); `tls` is True (the system's CAs), a `TLS` (your CA, a client
-certificate for mutual TLS) or gRPC channel credentials.
+certificate for mutual TLS), gRPC channel credentials, or False (plaintext);
+without it, `TOOLRT_TLS_CA`/`_CERT`/`_KEY` ask for TLS as they do of the CLI.
+The async client with the same surface is `runtime.client.aio.AsyncClient`.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 
 from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
-from runtime._proto.toolruntime.v1 import runtime_pb2_grpc as pb_grpc
-from runtime.constants import DEFAULT_TARGET, WORKSPACE
+from runtime.client import rpcs
+from runtime.client.programs import ProgramMethods, SessionPrograms
+from runtime.client.rpcs import (
+    SNAPSHOT_PREFIX,
+    TLS,
+    UPLOAD_CHUNK,
+    Arguments,
+    Metadata,
+    Result,
+    ToolrtRpcError,
+    bearer_metadata,
+    rpc_errors,
+)
+from runtime.constants import WORKSPACE
 
-UPLOAD_CHUNK = 1 << 20
-# Snapshot ids start with it; session ids never do.
-SNAPSHOT_PREFIX = "snap_"
-Metadata = tuple[tuple[str, str], ...]
-
-
-def bearer_metadata(token: str) -> Metadata:
-    """Call metadata carrying a bearer token (none without one)."""
-    return (("authorization", f"Bearer {token}"),) if token else ()
-
-
-class ToolrtRpcError(Exception):
-    """An RPC failed with a gRPC status (not a tool failure: see Result.error)."""
-
-    def __init__(self, code: grpc.StatusCode, details: str) -> None:
-        super().__init__(f"{code.name}: {details}")
-        self.code = code
-        self.details = details
-
-
-@dataclass(frozen=True)
-class Result:
-    call_id: str
-    ok: bool
-    output: dict[str, Any]
-    error_code: str
-    error_message: str
-    duration_ms: int
-
-    @classmethod
-    def from_pb(cls, msg: pb.ToolResult) -> Result:
-        return cls(
-            call_id=msg.call_id,
-            ok=msg.ok,
-            output=json.loads(msg.output_json or "{}"),
-            error_code=msg.error.code,
-            error_message=msg.error.message,
-            duration_ms=msg.duration_ms,
-        )
+__all__ = [
+    "SNAPSHOT_PREFIX",
+    "TLS",
+    "UPLOAD_CHUNK",
+    "Client",
+    "Metadata",
+    "Result",
+    "SessionHandle",
+    "ToolrtRpcError",
+    "bearer_metadata",
+]
+T = TypeVar("T")
 
 
-@dataclass(frozen=True)
-class TLS:
-    """TLS to the daemon: which CA to trust, and a client certificate for mutual TLS."""
-
-    # PEM bundle of the CA that signed the daemon's certificate ("" = the system's).
-    ca_file: str = ""
-    # PEM certificate and key of this client (mutual TLS; both or neither).
-    cert_file: str = ""
-    key_file: str = ""
-    # The name to check the daemon's certificate against, when not the target's host.
-    server_name: str = ""
-
-    def credentials(self) -> grpc.ChannelCredentials:
-        def read(path: str) -> bytes | None:
-            if not path:
-                return None
-            with open(path, "rb") as f:
-                return f.read()
-
-        return grpc.ssl_channel_credentials(
-            read(self.ca_file), read(self.key_file), read(self.cert_file)
-        )
-
-
-class Client:
-    def __init__(
-        self,
-        target: str | None = None,
-        timeout: float | None = None,
-        *,
-        token: str | None = None,
-        tls: bool | TLS | grpc.ChannelCredentials | None = None,
-    ) -> None:
-        target = target or os.environ.get("TOOLRT_TARGET") or DEFAULT_TARGET
-        token = os.environ.get("TOOLRT_TOKEN", "") if token is None else token
-        options: list[tuple[str, Any]] = [
-            ("grpc.max_receive_message_length", 64 << 20),
-            ("grpc.max_send_message_length", 64 << 20),
-        ]
-        if isinstance(tls, TLS) and tls.server_name:
-            options.append(("grpc.ssl_target_name_override", tls.server_name))
-        if tls is None or tls is False:
-            self.channel = grpc.insecure_channel(target, options=options)
-        else:
-            if tls is True:
-                creds = grpc.ssl_channel_credentials()
-            elif isinstance(tls, TLS):
-                creds = tls.credentials()
-            else:
-                creds = tls
-            self.channel = grpc.secure_channel(target, creds, options=options)
-        self.stub = pb_grpc.ToolRuntimeStub(self.channel)
-        self.timeout = timeout
-        # Sent with every call: the daemon reads the principal from it.
-        self.metadata = bearer_metadata(token)
+class Client(rpcs.Connected, ProgramMethods):
+    api = grpc
+    channel: grpc.Channel
 
     def _rpc(self, fn: Any, request: Any, timeout: float | None = None) -> Any:
-        try:
+        with rpc_errors():
             return fn(request, timeout=timeout, metadata=self.metadata)
-        except grpc.RpcError as exc:
-            raise ToolrtRpcError(exc.code(), exc.details() or "") from exc
+
+    def _unary(self, rpc: rpcs.Unary[T], timeout: float | None = None) -> T:
+        return rpc.read(self._rpc(getattr(self.stub, rpc.method), rpc.request, timeout))
 
     def __enter__(self) -> Client:
         return self
@@ -135,50 +67,47 @@ class Client:
         self.channel.close()
 
     def create_session(self, **fields: Any) -> pb.Session:
-        return self._rpc(self.stub.CreateSession, pb.CreateSessionRequest(**fields), self.timeout)
+        return self._unary(rpcs.create_session(**fields), self.timeout)
 
     def session(self, **fields: Any) -> SessionHandle:
         """A session that is closed when the `with` block ends."""
         return SessionHandle(self, self.create_session(**fields))
 
     def get_session(self, session_id: str) -> pb.Session:
-        return self._rpc(self.stub.GetSession, pb.GetSessionRequest(session_id=session_id))
+        return self._unary(rpcs.get_session(session_id))
 
     def list_sessions(self) -> list[pb.Session]:
-        return list(self._rpc(self.stub.ListSessions, pb.ListSessionsRequest()).sessions)
+        return self._unary(rpcs.list_sessions())
 
     def close_session(self, session_id: str) -> str:
-        reply = self._rpc(self.stub.CloseSession, pb.CloseSessionRequest(session_id=session_id))
-        return str(reply.state)
+        return self._unary(rpcs.close_session(session_id))
 
     def admin_stats(self) -> pb.AdminStatsResponse:
         """The daemon's state (an admin principal's call)."""
-        return self._rpc(self.stub.AdminStats, pb.AdminStatsRequest(), self.timeout)
+        return self._unary(rpcs.admin_stats(), self.timeout)
 
     def admin_sessions(self, tenant: str = "", usage: bool = False) -> list[pb.AdminSession]:
         """Every tenant's open sessions (or `tenant`'s), with CPU and memory when `usage`."""
-        request = pb.AdminListSessionsRequest(tenant=tenant, usage=usage)
-        return list(self._rpc(self.stub.AdminListSessions, request, self.timeout).sessions)
+        return self._unary(rpcs.admin_sessions(tenant, usage), self.timeout)
 
     def list_tools(self, dialect: str = "", session_id: str = "") -> list[dict[str, Any]]:
         """The catalog; with `session_id`, descriptions say that session's network."""
-        request = pb.ListToolsRequest(dialect=dialect, session_id=session_id)
-        reply = self._rpc(self.stub.ListTools, request)
-        return list(json.loads(reply.tools_json))
+        return self._unary(rpcs.list_tools(dialect, session_id))
 
     def call(
         self,
         session_id: str,
         tool: str,
-        arguments: dict[str, Any] | str,
+        arguments: Arguments,
         call_id: str = "",
         timeout: float | None = None,
     ) -> Result:
         """One call; `timeout` is the RPC deadline (the daemon then stops the call)."""
-        text = arguments if isinstance(arguments, str) else json.dumps(arguments)
-        call = pb.ToolCall(id=call_id or uuid.uuid4().hex, name=tool, arguments_json=text)
-        request = pb.ExecuteRequest(session_id=session_id, call=call)
-        return Result.from_pb(self._rpc(self.stub.Execute, request, timeout))
+        return self._unary(rpcs.execute(session_id, tool, arguments, call_id), timeout)
+
+    def batch(self, session_id: str, calls: list[tuple[str, Arguments]]) -> list[Result]:
+        """Several (tool, arguments) calls in one RPC; the results in order."""
+        return self._unary(rpcs.execute_batch(session_id, calls), self.timeout)
 
     def execute_message(
         self, session_id: str, dialect: str, message: Any
@@ -188,86 +117,70 @@ class Client:
         Returns what to append to the conversation (the provider's shape) and
         the neutral results, one per call in order.
         """
-        text = message if isinstance(message, str) else json.dumps(message)
-        request = pb.ExecuteMessageRequest(
-            session_id=session_id, dialect=dialect, message_json=text
-        )
-        reply = self._rpc(self.stub.ExecuteMessage, request, self.timeout)
-        return json.loads(reply.results_json), [Result.from_pb(r) for r in reply.results]
+        return self._unary(rpcs.execute_message(session_id, dialect, message), self.timeout)
 
     def stream(
-        self, session_id: str, tool: str, arguments: dict[str, Any], call_id: str = ""
+        self, session_id: str, tool: str, arguments: Arguments, call_id: str = ""
     ) -> Iterator[tuple[str, bytes] | Result]:
         """Yields ("stdout"|"stderr", chunk) as output arrives, then the Result."""
-        call = pb.ToolCall(
-            id=call_id or uuid.uuid4().hex, name=tool, arguments_json=json.dumps(arguments)
-        )
-        events = self.stub.ExecuteStream(
-            pb.ExecuteRequest(session_id=session_id, call=call), metadata=self.metadata
-        )
+        request = rpcs.stream_request(session_id, tool, arguments, call_id)
+        events = self.stub.ExecuteStream(request, metadata=self.metadata)
         try:
-            for event in events:
-                kind = event.WhichOneof("event")
-                if kind == "result":
-                    yield Result.from_pb(event.result)
-                elif kind is not None:
-                    yield kind, getattr(event, kind)
-        except grpc.RpcError as exc:
-            raise ToolrtRpcError(exc.code(), exc.details() or "") from exc
+            with rpc_errors():
+                for event in events:
+                    if (item := rpcs.stream_item(event)) is not None:
+                        yield item
         finally:
             # A caller that stops reading (Ctrl-C, break) stops the call too.
             events.cancel()
 
-    def upload(self, session_id: str, tar: bytes, path: str = WORKSPACE) -> tuple[int, int]:
-        """Unpack a tar archive below `path` in the sandbox; (files, bytes)."""
+    def upload(
+        self, session_id: str, tar: bytes | Iterable[bytes], path: str = WORKSPACE
+    ) -> tuple[int, int]:
+        """Unpack a tar archive (bytes, or its chunks) below `path`; (files, bytes)."""
+        chunks = [tar] if isinstance(tar, bytes) else tar
 
-        def chunks() -> Iterator[pb.UploadFilesRequest]:
-            yield pb.UploadFilesRequest(session_id=session_id, path=path, tar=tar[:UPLOAD_CHUNK])
-            for start in range(UPLOAD_CHUNK, len(tar), UPLOAD_CHUNK):
-                yield pb.UploadFilesRequest(tar=tar[start : start + UPLOAD_CHUNK])
+        def messages() -> Iterator[pb.UploadFilesRequest]:
+            yield rpcs.upload_head(session_id, path)
+            for chunk in chunks:
+                yield from rpcs.upload_pieces(chunk)
 
-        reply = self._rpc(self.stub.UploadFiles, chunks(), self.timeout)
-        return int(reply.files), int(reply.bytes)
+        reply = self._rpc(self.stub.UploadFiles, messages(), self.timeout)
+        return rpcs.read_upload(reply)
 
     # -- snapshots (files and shell state, never processes) -------------------
     def snapshot(self, session_id: str, label: str = "", include_tmp: bool = False) -> pb.Snapshot:
         """Keep the session's /workspace (and /tmp), cwd and persisted env."""
-        request = pb.SnapshotSessionRequest(
-            session_id=session_id, label=label, include_tmp=include_tmp
-        )
-        return self._rpc(self.stub.SnapshotSession, request, self.timeout)
+        return self._unary(rpcs.snapshot(session_id, label, include_tmp), self.timeout)
 
     def fork(self, source: str, count: int = 1) -> list[SessionHandle]:
         """`count` new sessions from a live session or a snapshot ("snap_…"), all or none."""
-        if source.startswith(SNAPSHOT_PREFIX):
-            request = pb.ForkSessionRequest(snapshot_id=source, count=count)
-        else:
-            request = pb.ForkSessionRequest(session_id=source, count=count)
-        reply = self._rpc(self.stub.ForkSession, request, self.timeout)
-        return [SessionHandle(self, s) for s in reply.sessions]
+        return [SessionHandle(self, s) for s in self._unary(rpcs.fork(source, count), self.timeout)]
 
     def restore(self, session_id: str, snapshot_id: str) -> pb.RestoreSessionResponse:
         """Roll the session back to the snapshot in place (its background processes stop)."""
-        request = pb.RestoreSessionRequest(session_id=session_id, snapshot_id=snapshot_id)
-        return self._rpc(self.stub.RestoreSession, request, self.timeout)
+        return self._unary(rpcs.restore(session_id, snapshot_id), self.timeout)
 
     def list_snapshots(self) -> list[pb.Snapshot]:
-        return list(self._rpc(self.stub.ListSnapshots, pb.ListSnapshotsRequest()).snapshots)
+        return self._unary(rpcs.list_snapshots())
 
     def delete_snapshot(self, snapshot_id: str) -> None:
-        self._rpc(self.stub.DeleteSnapshot, pb.DeleteSnapshotRequest(snapshot_id=snapshot_id))
+        self._unary(rpcs.delete_snapshot(snapshot_id))
+
+    def download_chunks(self, session_id: str, paths: list[str]) -> Iterator[bytes]:
+        """A tar archive of sandbox `paths` (each under its base name), chunk by chunk."""
+        request = pb.DownloadFilesRequest(session_id=session_id, paths=paths)
+        call = self.stub.DownloadFiles(request, timeout=self.timeout, metadata=self.metadata)
+        return rpcs.streamed(call, lambda chunk: chunk.tar)
 
     def download(self, session_id: str, paths: list[str]) -> bytes:
         """A tar archive of sandbox `paths`, each stored under its base name."""
-        request = pb.DownloadFilesRequest(session_id=session_id, paths=paths)
-        try:
-            chunks = self.stub.DownloadFiles(request, timeout=self.timeout, metadata=self.metadata)
-            return b"".join(c.tar for c in chunks)
-        except grpc.RpcError as exc:
-            raise ToolrtRpcError(exc.code(), exc.details() or "") from exc
+        return b"".join(self.download_chunks(session_id, paths))
 
 
-class SessionHandle:
+class SessionHandle(SessionPrograms):
+    client: Client
+
     def __init__(self, client: Client, session: pb.Session) -> None:
         self.client = client
         self.info = session
@@ -287,8 +200,14 @@ class SessionHandle:
     def close(self) -> None:
         self.client.close_session(self.id)
 
-    def call(self, tool: str, arguments: dict[str, Any] | str, call_id: str = "") -> Result:
+    def call(self, tool: str, arguments: Arguments, call_id: str = "") -> Result:
         return self.client.call(self.id, tool, arguments, call_id)
+
+    def batch(self, calls: list[tuple[str, Arguments]]) -> list[Result]:
+        return self.client.batch(self.id, calls)
+
+    def stream(self, tool: str, arguments: Arguments) -> Iterator[tuple[str, bytes] | Result]:
+        return self.client.stream(self.id, tool, arguments)
 
     def execute_message(self, dialect: str, message: Any) -> tuple[Any, list[Result]]:
         return self.client.execute_message(self.id, dialect, message)
@@ -296,8 +215,11 @@ class SessionHandle:
     def shell(self, command: str, **arguments: Any) -> Result:
         return self.call("shell", {"command": command, **arguments})
 
-    def upload(self, tar: bytes, path: str = WORKSPACE) -> tuple[int, int]:
+    def upload(self, tar: bytes | Iterable[bytes], path: str = WORKSPACE) -> tuple[int, int]:
         return self.client.upload(self.id, tar, path)
+
+    def download_chunks(self, paths: list[str]) -> Iterator[bytes]:
+        return self.client.download_chunks(self.id, paths)
 
     def download(self, paths: list[str]) -> bytes:
         return self.client.download(self.id, paths)

@@ -23,8 +23,10 @@ from runtime.errors import (
     LimitExceeded,
     OutcomeUnknown,
     PathDenied,
+    ProgramError,
     ToolFailure,
 )
+from runtime.queued import queued_until_done
 from runtime.sandbox.framing import FrameChannel
 
 R = TypeVar("R", bound=protocol.Message)
@@ -53,6 +55,15 @@ Feed = Callable[[int], Awaitable[None]]
 def failure_of(failure: protocol.Failure) -> ToolFailure:
     cls = AGENT_FAILURES.get(failure.code, InternalFailure)
     return cls(failure.message or "the sandbox reported an error")
+
+
+def program_failure_of(failure: protocol.Failure) -> Exception:
+    """A program operation's Failure: its code is the reason its client sees."""
+    if failure.code in ProgramError.STATUSES:
+        return ProgramError(failure.message or "the sandbox refused", failure.code)
+    if failure.code == protocol.LIMIT_EXCEEDED:
+        return ProgramError(failure.message, "QUOTA_EXCEEDED")
+    return failure_of(failure)
 
 
 class _Window:
@@ -92,8 +103,10 @@ class AgentClient:
         within_s: float = protocol.FILE_OP_SECONDS + ANSWER_MARGIN_S,
         feed: Feed | None = None,
         request_id: int | None = None,
+        failures: Callable[[protocol.Failure], Exception] = failure_of,
     ) -> tuple[R, bytes]:
-        """One request; its typed reply and body, or the failure it ended in.
+        """One request; its typed reply and body, or the failure it ended in
+        (`failures` makes the agent's Failure an exception).
 
         No answer within `within_s` is a TIMEOUT: a stuck agent never holds
         a call (and the session's write lock) forever. If the caller goes
@@ -127,7 +140,7 @@ class AgentClient:
             raise InvalidArguments(msg) from exc
         try:
             if frame.op == protocol.Failure.OP:
-                raise failure_of(frame.as_type(protocol.Failure))
+                raise failures(frame.as_type(protocol.Failure))
             return frame.as_type(reply_type), frame.body
         except protocol.FrameError as exc:
             msg = f"the sandbox's agent answered {message.OP!r} with a malformed frame: {exc}"
@@ -286,15 +299,27 @@ class AgentClient:
         deadline_s: float = TRANSFER_SECONDS,
         restore: bool = False,
     ) -> protocol.Transferred:
-        """Unpack the tar archive `chunks` make up below `dest`, all or nothing.
+        """Unpack the tar archive `chunks` make up below `dest`, all or nothing
+        (streamed as `send_chunks` does)."""
+        request = protocol.Extract(
+            dest=dest, deadline_s=deadline_s, window=protocol.WINDOW_CHUNKS, restore=restore
+        )
+        return await self.send_chunks(request, chunks)
 
-        The archive goes out as it comes, in frames of at most CHUNK_BYTES,
+    async def send_chunks(
+        self,
+        request: protocol.Extract | protocol.WritePath,
+        chunks: AsyncIterable[bytes],
+        failures: Callable[[protocol.Failure], Exception] = failure_of,
+    ) -> protocol.Transferred:
+        """A request whose data (`chunks`) follows it as ArchiveChunks.
+
+        The data goes out as it comes, in frames of at most CHUNK_BYTES,
         never more than a window ahead of the agent's credits: the daemon
-        holds a chunk at a time whatever the archive's size. The agent may
-        answer before the archive ends (a refused member); the rest is then
-        never read.
+        holds a chunk at a time whatever the size. The agent may answer
+        before the data ends (a refusal); the rest is then never read.
         """
-        window = _Window(protocol.WINDOW_CHUNKS)
+        window = _Window(request.window)
 
         def on_event(frame: protocol.Frame) -> None:
             if frame.op == protocol.Credit.OP:
@@ -308,30 +333,48 @@ class AgentClient:
                     await self.channel.send(protocol.ArchiveChunk(), request_id, piece)
             await self.channel.send(protocol.ArchiveChunk(end=True), request_id)
 
-        request = protocol.Extract(
-            dest=dest, deadline_s=deadline_s, window=window.size, restore=restore
-        )
-        within = deadline_s + ANSWER_MARGIN_S
+        within = request.deadline_s + ANSWER_MARGIN_S
         reply, _ = await self._call(
-            request, protocol.Transferred, on_event=on_event, within_s=within, feed=feed
+            request,
+            protocol.Transferred,
+            on_event=on_event,
+            within_s=within,
+            feed=feed,
+            failures=failures,
         )
         return reply
 
-    async def archive(
+    def archive(
         self,
         paths: list[str],
         max_bytes: int,
         deadline_s: float = TRANSFER_SECONDS,
         redact: bool = True,
     ) -> AsyncGenerator[bytes, None]:
-        """Tar `paths`: the archive's chunks, as the caller takes them.
+        """Tar `paths`: the archive's chunks, as the caller takes them
+        (`receive_chunks`)."""
+        request = protocol.Archive(
+            paths=paths,
+            max_bytes=max_bytes,
+            deadline_s=deadline_s,
+            window=protocol.WINDOW_CHUNKS,
+            redact=redact,
+        )
+        return self.receive_chunks(request)
+
+    async def receive_chunks(
+        self,
+        request: protocol.Archive | protocol.ReadPath,
+        failures: Callable[[protocol.Failure], Exception] = failure_of,
+    ) -> AsyncGenerator[bytes, None]:
+        """A request answered by ArchiveChunks: each, as the caller takes them.
 
         The agent sends a window of chunks ahead, then one more for each
         credit, and a credit goes back only when the caller asks for the
         next chunk: a slow reader holds the agent back, and what waits here
-        is at most a window, whatever the archive's size.
+        is at most a window, whatever the size.
         """
-        window = protocol.WINDOW_CHUNKS
+        window = request.window
         arrived: asyncio.Queue[bytes] = asyncio.Queue()
 
         def on_event(frame: protocol.Frame) -> None:
@@ -343,34 +386,113 @@ class AgentClient:
             arrived.put_nowait(frame.body)
 
         request_id = self.channel.next_id()
-        request = protocol.Archive(
-            paths=paths, max_bytes=max_bytes, deadline_s=deadline_s, window=window, redact=redact
-        )
         call = asyncio.ensure_future(
             self._call(
                 request,
                 protocol.Transferred,
                 on_event=on_event,
-                within_s=deadline_s + ANSWER_MARGIN_S,
+                within_s=request.deadline_s + ANSWER_MARGIN_S,
                 request_id=request_id,
+                failures=failures,
             )
         )
+
+        async def taken(chunk: bytes) -> None:
+            # The caller asks for more: the agent may send one more.
+            await self.channel.send(protocol.Credit(chunks=1), request_id)
+
         try:
-            while not (call.done() and arrived.empty()):
-                if arrived.empty():
-                    getter = asyncio.ensure_future(arrived.get())
-                    await asyncio.wait({getter, call}, return_when=asyncio.FIRST_COMPLETED)
-                    if not getter.done():
-                        getter.cancel()
-                        continue
-                    chunk = getter.result()
-                else:
-                    chunk = arrived.get_nowait()
+            async for chunk in queued_until_done(call, arrived, taken):
                 yield chunk
-                # The caller asks for more: the agent may send one more.
-                if not call.done():
-                    await self.channel.send(protocol.Credit(chunks=1), request_id)
             call.result()
+        finally:
+            if not call.done():
+                call.cancel()
+                with contextlib.suppress(BaseException):
+                    await call
+
+    # -- programs (programs.py and program_files.py in the agent) -----------
+    async def stat(self, path: str) -> protocol.StatReply:
+        reply, _ = await self._call(
+            protocol.Stat(path=path), protocol.StatReply, failures=program_failure_of
+        )
+        return reply
+
+    def read_path(self, request: protocol.ReadPath) -> AsyncGenerator[bytes, None]:
+        """A file's bytes, as the caller takes them; FILE_TOO_LARGE past max_bytes."""
+        return self.receive_chunks(request, program_failure_of)
+
+    async def write_path(
+        self, request: protocol.WritePath, chunks: AsyncIterable[bytes]
+    ) -> protocol.Transferred:
+        return await self.send_chunks(request, chunks, program_failure_of)
+
+    async def spawn(
+        self,
+        request: protocol.Spawn,
+        argv: list[str],
+        inputs: AsyncIterable[tuple[protocol.Stdin | protocol.Signal, bytes]],
+    ) -> AsyncGenerator[tuple[protocol.Message, bytes], None]:
+        """Run a program: its Spawned event, its Output events (with their
+        chunks) as the caller takes them, and last its SpawnExit.
+
+        `inputs` (stdin bytes, signals) go to it as they come, stdin within
+        the agent's credits. Output comes within the daemon's: a credit goes
+        back as the caller takes each event, so a slow reader holds the
+        program back and what waits here is a window of events. Closing
+        this early (the caller cancelled) kills the program's whole tree.
+        """
+        window = _Window(request.window)
+        arrived: asyncio.Queue[tuple[protocol.Message, bytes]] = asyncio.Queue()
+
+        def on_frame(frame: protocol.Frame) -> None:
+            if frame.op == protocol.Credit.OP:
+                window.grant(frame.as_type(protocol.Credit).chunks)
+            elif frame.op == protocol.Spawned.OP:
+                arrived.put_nowait((frame.as_type(protocol.Spawned), b""))
+            elif frame.op == protocol.Output.OP:
+                arrived.put_nowait((frame.as_type(protocol.Output), frame.body))
+
+        async def feed(request_id: int) -> None:
+            async for message, data in inputs:
+                if isinstance(message, protocol.Signal):
+                    await self.channel.send(message, request_id)
+                    continue
+                pieces = [
+                    data[start : start + protocol.CHUNK_BYTES]
+                    for start in range(0, len(data), protocol.CHUNK_BYTES)
+                ]
+                for at, piece in enumerate(pieces):
+                    await window.spend()
+                    eof = message.eof and at == len(pieces) - 1
+                    await self.channel.send(protocol.Stdin(eof=eof), request_id, piece)
+                if message.eof and not pieces:
+                    await self.channel.send(protocol.Stdin(eof=True), request_id)
+
+        request_id = self.channel.next_id()
+        body = b"".join(arg.encode("utf-8", "surrogateescape") + b"\0" for arg in argv)
+        call = asyncio.ensure_future(
+            self._call(
+                request,
+                protocol.SpawnExit,
+                body,
+                on_event=on_frame,
+                within_s=request.timeout_s + request.grace_s + ANSWER_MARGIN_S,
+                feed=feed,
+                request_id=request_id,
+                failures=program_failure_of,
+            )
+        )
+
+        async def taken(event: tuple[protocol.Message, bytes]) -> None:
+            if isinstance(event[0], protocol.Output):
+                await self.channel.send(protocol.Credit(chunks=1), request_id)
+
+        try:
+            async for event in queued_until_done(call, arrived, taken):
+                yield event
+            reply, _ = call.result()
+            yield reply, b""
         finally:
             if not call.done():
                 call.cancel()

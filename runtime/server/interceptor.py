@@ -8,6 +8,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import grpc
+from google.protobuf import any_pb2  # type: ignore[import-untyped]
+from google.rpc import error_details_pb2, status_pb2
+from grpc_status import rpc_status
 
 from runtime.descriptors import EXHAUSTION, out_of_descriptors
 from runtime.errors import RequestError
@@ -19,6 +22,8 @@ log = logging.getLogger(__name__)
 # default, after percent-encoding every non-ASCII byte as three): a message
 # quoting a huge argument back must not turn NOT_FOUND into RESOURCE_EXHAUSTED.
 MAX_DETAILS_BYTES = 1024
+# google.rpc.ErrorInfo's domain on every status that names a reason.
+ERROR_DOMAIN = "toolrt"
 OUT_OF_DESCRIPTORS = (
     "the daemon is out of file descriptors for the moment (RLIMIT_NOFILE); retry shortly"
 )
@@ -36,9 +41,21 @@ def capped(details: str) -> str:
     return f"{head} ...[{len(data) - 2 * keep} bytes left out]... {tail}"
 
 
+def with_reason(code: grpc.StatusCode, details: str, reason: str) -> grpc.Status:
+    """A status carrying google.rpc.ErrorInfo{domain: "toolrt", reason} in its details."""
+    info = any_pb2.Any()
+    info.Pack(error_details_pb2.ErrorInfo(domain=ERROR_DOMAIN, reason=reason))
+    status = status_pb2.Status(code=code.value[0], message=details, details=[info])
+    return rpc_status.to_status(status)
+
+
 async def _abort(context: grpc.aio.ServicerContext, exc: Exception) -> None:
     if isinstance(exc, RequestError):
-        await context.abort(exc.status, capped(str(exc)))
+        details = capped(str(exc))
+        if not exc.error_reason:
+            await context.abort(exc.status, details)
+        status = with_reason(exc.status, details, exc.error_reason)
+        await context.abort(status.code, status.details, status.trailing_metadata)
     if out_of_descriptors(exc):
         # Exhaustion, not a bug: retryable, and logged once a minute.
         EXHAUSTION.note("an RPC", exc)

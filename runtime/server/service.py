@@ -22,11 +22,13 @@ from runtime.core import Core
 from runtime.dialects import registry as dialects
 from runtime.errors import AuditUnavailable
 from runtime.models import ToolResult
+from runtime.queued import queued_until_done
 from runtime.server import convert
 from runtime.server.auth import principal_of
+from runtime.server.programs import ProgramRpcs
 
 
-class ToolRuntimeService(pb_grpc.ToolRuntimeServicer):
+class ToolRuntimeService(ProgramRpcs, pb_grpc.ToolRuntimeServicer):
     def __init__(self, core: Core) -> None:
         self._manager = core.manager
         self._calls = core.calls
@@ -35,6 +37,7 @@ class ToolRuntimeService(pb_grpc.ToolRuntimeServicer):
         self._audit = core.audit
         self._admin = core.admin
         self._snapshots = core.snapshots
+        self._programs = core.programs
 
     async def CreateSession(
         self, request: pb.CreateSessionRequest, context: grpc.aio.ServicerContext
@@ -126,23 +129,15 @@ class ToolRuntimeService(pb_grpc.ToolRuntimeServicer):
         task: asyncio.Task[ToolResult] = asyncio.ensure_future(
             self._calls.execute(who.tenant, request.session_id, call, on_output=on_output)
         )
-        getter: asyncio.Future[pb.ExecuteEvent] | None = None
         try:
-            while not task.done() or not events.empty():
-                getter = asyncio.ensure_future(events.get())
-                await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
-                if getter.done():
-                    yield getter.result()
-                else:
-                    getter.cancel()
+            async for event in queued_until_done(task, events):
+                yield event
             with self._audit.guard("call", who, request.session_id, [call]):
                 result = task.result()
             await self._audit.record_calls(who, request.session_id, [call], [result])
             yield pb.ExecuteEvent(result=convert.result_to_pb(result))
         finally:
-            # The client may go away mid-call: stop the call and the pending read.
-            if getter is not None and not getter.done():
-                getter.cancel()
+            # The client may go away mid-call: stop the call.
             if not task.done():
                 task.cancel()
 

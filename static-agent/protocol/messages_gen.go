@@ -795,6 +795,238 @@ func (m *RelayStart) UnmarshalJSON(data []byte) error {
 	return decodeObject(data, "RelayStart", m.decodeFields)
 }
 
+// Spawn: Run a program as the sandbox user. The body is its argv, each argument
+type Spawn struct {
+	Cwd          string
+	Env          map[string]string
+	TimeoutS     float64
+	GraceS       float64
+	StdinOpen    bool
+	Window       int64
+	OutputCap    int64
+	OutputWindow int64
+}
+
+// NewSpawn is a Spawn with protocol.py's defaults.
+func NewSpawn() Spawn {
+	return Spawn{
+		Cwd:          "/workspace",
+		Env:          map[string]string{},
+		TimeoutS:     60.0,
+		GraceS:       0.5,
+		StdinOpen:    false,
+		Window:       4,
+		OutputCap:    16777216,
+		OutputWindow: 16,
+	}
+}
+
+func (*Spawn) Op() string { return "spawn" }
+
+func (m *Spawn) encodeFields(e *encoder) {
+	e.str("cwd", m.Cwd)
+	e.stringMap("env", m.Env, false)
+	e.float("timeout_s", m.TimeoutS)
+	e.float("grace_s", m.GraceS)
+	e.boolean("stdin_open", m.StdinOpen)
+	e.int("window", m.Window)
+	e.int("output_cap", m.OutputCap)
+	e.int("output_window", m.OutputWindow)
+}
+
+func (m *Spawn) decodeFields(raw map[string]json.RawMessage) error {
+	if err := field(raw, "cwd", &m.Cwd, false, "Spawn.cwd"); err != nil {
+		return err
+	}
+	if err := field(raw, "env", &m.Env, false, "Spawn.env"); err != nil {
+		return err
+	}
+	if err := field(raw, "timeout_s", &m.TimeoutS, false, "Spawn.timeout_s"); err != nil {
+		return err
+	}
+	if err := field(raw, "grace_s", &m.GraceS, false, "Spawn.grace_s"); err != nil {
+		return err
+	}
+	if err := field(raw, "stdin_open", &m.StdinOpen, false, "Spawn.stdin_open"); err != nil {
+		return err
+	}
+	if err := field(raw, "window", &m.Window, false, "Spawn.window"); err != nil {
+		return err
+	}
+	if err := field(raw, "output_cap", &m.OutputCap, false, "Spawn.output_cap"); err != nil {
+		return err
+	}
+	if err := field(raw, "output_window", &m.OutputWindow, false, "Spawn.output_window"); err != nil {
+		return err
+	}
+	return nil
+}
+
+// UnmarshalJSON: absent fields keep their defaults, as protocol.from_dict.
+func (m *Spawn) UnmarshalJSON(data []byte) error {
+	*m = NewSpawn()
+	return decodeObject(data, "Spawn", m.decodeFields)
+}
+
+// Stat: What is at `path` (not following a final symlink).
+type Stat struct {
+	Path      string
+	DeadlineS float64
+}
+
+// NewStat is a Stat with protocol.py's defaults.
+func NewStat() Stat {
+	return Stat{
+		Path:      "",
+		DeadlineS: 60.0,
+	}
+}
+
+func (*Stat) Op() string { return "stat" }
+
+func (m *Stat) encodeFields(e *encoder) {
+	e.str("path", m.Path)
+	e.float("deadline_s", m.DeadlineS)
+}
+
+func (m *Stat) decodeFields(raw map[string]json.RawMessage) error {
+	if err := field(raw, "path", &m.Path, false, "Stat.path"); err != nil {
+		return err
+	}
+	if err := field(raw, "deadline_s", &m.DeadlineS, false, "Stat.deadline_s"); err != nil {
+		return err
+	}
+	return nil
+}
+
+// UnmarshalJSON: absent fields keep their defaults, as protocol.from_dict.
+func (m *Stat) UnmarshalJSON(data []byte) error {
+	*m = NewStat()
+	return decodeObject(data, "Stat", m.decodeFields)
+}
+
+// ReadPath: A file's bytes from `offset`, streamed as ArchiveChunk events under
+type ReadPath struct {
+	Path      string
+	Offset    int64
+	MaxBytes  int64
+	WaitS     float64
+	DeadlineS float64
+	Window    int64
+}
+
+// NewReadPath is a ReadPath with protocol.py's defaults.
+func NewReadPath() ReadPath {
+	return ReadPath{
+		Path:      "",
+		Offset:    0,
+		MaxBytes:  1073741824,
+		WaitS:     10.0,
+		DeadlineS: 60.0,
+		Window:    4,
+	}
+}
+
+func (*ReadPath) Op() string { return "read_path" }
+
+func (m *ReadPath) encodeFields(e *encoder) {
+	e.str("path", m.Path)
+	e.int("offset", m.Offset)
+	e.int("max_bytes", m.MaxBytes)
+	e.float("wait_s", m.WaitS)
+	e.float("deadline_s", m.DeadlineS)
+	e.int("window", m.Window)
+}
+
+func (m *ReadPath) decodeFields(raw map[string]json.RawMessage) error {
+	if err := field(raw, "path", &m.Path, false, "ReadPath.path"); err != nil {
+		return err
+	}
+	if err := field(raw, "offset", &m.Offset, false, "ReadPath.offset"); err != nil {
+		return err
+	}
+	if err := field(raw, "max_bytes", &m.MaxBytes, false, "ReadPath.max_bytes"); err != nil {
+		return err
+	}
+	if err := field(raw, "wait_s", &m.WaitS, false, "ReadPath.wait_s"); err != nil {
+		return err
+	}
+	if err := field(raw, "deadline_s", &m.DeadlineS, false, "ReadPath.deadline_s"); err != nil {
+		return err
+	}
+	if err := field(raw, "window", &m.Window, false, "ReadPath.window"); err != nil {
+		return err
+	}
+	return nil
+}
+
+// UnmarshalJSON: absent fields keep their defaults, as protocol.from_dict.
+func (m *ReadPath) UnmarshalJSON(data []byte) error {
+	*m = NewReadPath()
+	return decodeObject(data, "ReadPath", m.decodeFields)
+}
+
+// WritePath: Write the daemon's ArchiveChunk events (as an Extract's) to `path`,
+type WritePath struct {
+	Path        string
+	Mode        int64
+	MakeParents bool
+	IfExists    string
+	DeadlineS   float64
+	Window      int64
+}
+
+// NewWritePath is a WritePath with protocol.py's defaults.
+func NewWritePath() WritePath {
+	return WritePath{
+		Path:        "",
+		Mode:        420,
+		MakeParents: false,
+		IfExists:    "replace",
+		DeadlineS:   60.0,
+		Window:      4,
+	}
+}
+
+func (*WritePath) Op() string { return "write_path" }
+
+func (m *WritePath) encodeFields(e *encoder) {
+	e.str("path", m.Path)
+	e.int("mode", m.Mode)
+	e.boolean("make_parents", m.MakeParents)
+	e.str("if_exists", m.IfExists)
+	e.float("deadline_s", m.DeadlineS)
+	e.int("window", m.Window)
+}
+
+func (m *WritePath) decodeFields(raw map[string]json.RawMessage) error {
+	if err := field(raw, "path", &m.Path, false, "WritePath.path"); err != nil {
+		return err
+	}
+	if err := field(raw, "mode", &m.Mode, false, "WritePath.mode"); err != nil {
+		return err
+	}
+	if err := field(raw, "make_parents", &m.MakeParents, false, "WritePath.make_parents"); err != nil {
+		return err
+	}
+	if err := field(raw, "if_exists", &m.IfExists, false, "WritePath.if_exists"); err != nil {
+		return err
+	}
+	if err := field(raw, "deadline_s", &m.DeadlineS, false, "WritePath.deadline_s"); err != nil {
+		return err
+	}
+	if err := field(raw, "window", &m.Window, false, "WritePath.window"); err != nil {
+		return err
+	}
+	return nil
+}
+
+// UnmarshalJSON: absent fields keep their defaults, as protocol.from_dict.
+func (m *WritePath) UnmarshalJSON(data []byte) error {
+	*m = NewWritePath()
+	return decodeObject(data, "WritePath", m.decodeFields)
+}
+
 // Failure: Ends any request that failed: an agent error code and what went wrong.
 type Failure struct {
 	Code    string
@@ -1635,6 +1867,127 @@ func (m *RelayReady) UnmarshalJSON(data []byte) error {
 	return decodeObject(data, "RelayReady", m.decodeFields)
 }
 
+// SpawnExit: The end of a Spawn.
+type SpawnExit struct {
+	ExitCode      int64
+	Signal        string
+	Killed        string
+	Oom           bool
+	StdoutDropped int64
+	StderrDropped int64
+}
+
+// NewSpawnExit is a SpawnExit with protocol.py's defaults.
+func NewSpawnExit() SpawnExit {
+	return SpawnExit{
+		ExitCode:      0,
+		Signal:        "",
+		Killed:        "",
+		Oom:           false,
+		StdoutDropped: 0,
+		StderrDropped: 0,
+	}
+}
+
+func (*SpawnExit) Op() string { return "spawn_exit" }
+
+func (m *SpawnExit) encodeFields(e *encoder) {
+	e.int("exit_code", m.ExitCode)
+	e.str("signal", m.Signal)
+	e.str("killed", m.Killed)
+	e.boolean("oom", m.Oom)
+	e.int("stdout_dropped", m.StdoutDropped)
+	e.int("stderr_dropped", m.StderrDropped)
+}
+
+func (m *SpawnExit) decodeFields(raw map[string]json.RawMessage) error {
+	if err := field(raw, "exit_code", &m.ExitCode, false, "SpawnExit.exit_code"); err != nil {
+		return err
+	}
+	if err := field(raw, "signal", &m.Signal, false, "SpawnExit.signal"); err != nil {
+		return err
+	}
+	if err := field(raw, "killed", &m.Killed, false, "SpawnExit.killed"); err != nil {
+		return err
+	}
+	if err := field(raw, "oom", &m.Oom, false, "SpawnExit.oom"); err != nil {
+		return err
+	}
+	if err := field(raw, "stdout_dropped", &m.StdoutDropped, false, "SpawnExit.stdout_dropped"); err != nil {
+		return err
+	}
+	if err := field(raw, "stderr_dropped", &m.StderrDropped, false, "SpawnExit.stderr_dropped"); err != nil {
+		return err
+	}
+	return nil
+}
+
+// UnmarshalJSON: absent fields keep their defaults, as protocol.from_dict.
+func (m *SpawnExit) UnmarshalJSON(data []byte) error {
+	*m = NewSpawnExit()
+	return decodeObject(data, "SpawnExit", m.decodeFields)
+}
+
+type StatReply struct {
+	Exists     bool
+	Type       string
+	Size       int64
+	Mode       int64
+	Mtime      float64
+	LinkTarget string
+}
+
+// NewStatReply is a StatReply with protocol.py's defaults.
+func NewStatReply() StatReply {
+	return StatReply{
+		Exists:     false,
+		Type:       "",
+		Size:       0,
+		Mode:       0,
+		Mtime:      0.0,
+		LinkTarget: "",
+	}
+}
+
+func (*StatReply) Op() string { return "stat_reply" }
+
+func (m *StatReply) encodeFields(e *encoder) {
+	e.boolean("exists", m.Exists)
+	e.str("type", m.Type)
+	e.int("size", m.Size)
+	e.int("mode", m.Mode)
+	e.float("mtime", m.Mtime)
+	e.str("link_target", m.LinkTarget)
+}
+
+func (m *StatReply) decodeFields(raw map[string]json.RawMessage) error {
+	if err := field(raw, "exists", &m.Exists, false, "StatReply.exists"); err != nil {
+		return err
+	}
+	if err := field(raw, "type", &m.Type, false, "StatReply.type"); err != nil {
+		return err
+	}
+	if err := field(raw, "size", &m.Size, false, "StatReply.size"); err != nil {
+		return err
+	}
+	if err := field(raw, "mode", &m.Mode, false, "StatReply.mode"); err != nil {
+		return err
+	}
+	if err := field(raw, "mtime", &m.Mtime, false, "StatReply.mtime"); err != nil {
+		return err
+	}
+	if err := field(raw, "link_target", &m.LinkTarget, false, "StatReply.link_target"); err != nil {
+		return err
+	}
+	return nil
+}
+
+// UnmarshalJSON: absent fields keep their defaults, as protocol.from_dict.
+func (m *StatReply) UnmarshalJSON(data []byte) error {
+	*m = NewStatReply()
+	return decodeObject(data, "StatReply", m.decodeFields)
+}
+
 // Output: An event of a streaming Exec: the body is a chunk of `stream`.
 type Output struct {
 	Stream string
@@ -1728,6 +2081,99 @@ func (m *Credit) UnmarshalJSON(data []byte) error {
 	return decodeObject(data, "Credit", m.decodeFields)
 }
 
+// Spawned: A Spawn's program runs (its exec succeeded): its pid in the sandbox.
+type Spawned struct {
+	Pid int64
+}
+
+// NewSpawned is a Spawned with protocol.py's defaults.
+func NewSpawned() Spawned {
+	return Spawned{
+		Pid: 0,
+	}
+}
+
+func (*Spawned) Op() string { return "spawned" }
+
+func (m *Spawned) encodeFields(e *encoder) {
+	e.int("pid", m.Pid)
+}
+
+func (m *Spawned) decodeFields(raw map[string]json.RawMessage) error {
+	if err := field(raw, "pid", &m.Pid, false, "Spawned.pid"); err != nil {
+		return err
+	}
+	return nil
+}
+
+// UnmarshalJSON: absent fields keep their defaults, as protocol.from_dict.
+func (m *Spawned) UnmarshalJSON(data []byte) error {
+	*m = NewSpawned()
+	return decodeObject(data, "Spawned", m.decodeFields)
+}
+
+// Stdin: Bytes for a running Spawn's stdin (the body); `eof` closes it after them.
+type Stdin struct {
+	Eof bool
+}
+
+// NewStdin is a Stdin with protocol.py's defaults.
+func NewStdin() Stdin {
+	return Stdin{
+		Eof: false,
+	}
+}
+
+func (*Stdin) Op() string { return "stdin" }
+
+func (m *Stdin) encodeFields(e *encoder) {
+	e.boolean("eof", m.Eof)
+}
+
+func (m *Stdin) decodeFields(raw map[string]json.RawMessage) error {
+	if err := field(raw, "eof", &m.Eof, false, "Stdin.eof"); err != nil {
+		return err
+	}
+	return nil
+}
+
+// UnmarshalJSON: absent fields keep their defaults, as protocol.from_dict.
+func (m *Stdin) UnmarshalJSON(data []byte) error {
+	*m = NewStdin()
+	return decodeObject(data, "Stdin", m.decodeFields)
+}
+
+// Signal: Send a signal (a name such as "INT", "TERM", "KILL") to a running
+type Signal struct {
+	Signal string
+}
+
+// NewSignal is a Signal with protocol.py's defaults.
+func NewSignal() Signal {
+	return Signal{
+		Signal: "TERM",
+	}
+}
+
+func (*Signal) Op() string { return "signal" }
+
+func (m *Signal) encodeFields(e *encoder) {
+	e.str("signal", m.Signal)
+}
+
+func (m *Signal) decodeFields(raw map[string]json.RawMessage) error {
+	if err := field(raw, "signal", &m.Signal, false, "Signal.signal"); err != nil {
+		return err
+	}
+	return nil
+}
+
+// UnmarshalJSON: absent fields keep their defaults, as protocol.from_dict.
+func (m *Signal) UnmarshalJSON(data []byte) error {
+	*m = NewSignal()
+	return decodeObject(data, "Signal", m.decodeFields)
+}
+
 // Kinds: the message of each op, made with its defaults.
 var kinds = map[string]func() Message{
 	"hello":             func() Message { m := NewHello(); return &m },
@@ -1748,6 +2194,10 @@ var kinds = map[string]func() Message{
 	"extract":           func() Message { m := NewExtract(); return &m },
 	"archive":           func() Message { m := NewArchive(); return &m },
 	"relay_start":       func() Message { m := NewRelayStart(); return &m },
+	"spawn":             func() Message { m := NewSpawn(); return &m },
+	"stat":              func() Message { m := NewStat(); return &m },
+	"read_path":         func() Message { m := NewReadPath(); return &m },
+	"write_path":        func() Message { m := NewWritePath(); return &m },
 	"error":             func() Message { m := NewFailure(); return &m },
 	"resync":            func() Message { m := NewResync(); return &m },
 	"hello_reply":       func() Message { m := NewHelloReply(); return &m },
@@ -1764,16 +2214,21 @@ var kinds = map[string]func() Message{
 	"listing":           func() Message { m := NewListing(); return &m },
 	"transferred":       func() Message { m := NewTransferred(); return &m },
 	"relay_ready":       func() Message { m := NewRelayReady(); return &m },
+	"spawn_exit":        func() Message { m := NewSpawnExit(); return &m },
+	"stat_reply":        func() Message { m := NewStatReply(); return &m },
 	"out":               func() Message { m := NewOutput(); return &m },
 	"data":              func() Message { m := NewArchiveChunk(); return &m },
 	"credit":            func() Message { m := NewCredit(); return &m },
+	"spawned":           func() Message { m := NewSpawned(); return &m },
+	"stdin":             func() Message { m := NewStdin(); return &m },
+	"signal":            func() Message { m := NewSignal(); return &m },
 }
 
 // Requests are protocol.REQUESTS's ops.
-var Requests = []string{"hello", "ack", "ping", "secrets", "exec", "cancel", "process_list", "process_output", "process_kill", "stop_leftovers", "resolve", "read", "write", "unlink", "list", "extract", "archive", "relay_start"}
+var Requests = []string{"hello", "ack", "ping", "secrets", "exec", "cancel", "process_list", "process_output", "process_kill", "stop_leftovers", "resolve", "read", "write", "unlink", "list", "extract", "archive", "relay_start", "spawn", "stat", "read_path", "write_path"}
 
 // Replies are protocol.REPLIES's ops.
-var Replies = []string{"error", "resync", "hello_reply", "pong", "exit", "cancelled", "processes", "process", "leftovers_stopped", "resolved", "content", "written", "done", "listing", "transferred", "relay_ready"}
+var Replies = []string{"error", "resync", "hello_reply", "pong", "exit", "cancelled", "processes", "process", "leftovers_stopped", "resolved", "content", "written", "done", "listing", "transferred", "relay_ready", "spawn_exit", "stat_reply"}
 
 // Events are protocol.EVENTS's ops.
-var Events = []string{"out", "data", "credit"}
+var Events = []string{"out", "data", "credit", "spawned", "stdin", "signal"}

@@ -22,20 +22,24 @@ from runtime.dialects.registry import DIALECTS
 from tests.fuzzing import (
     call_ids,
     check_result,
+    doubles,
     drawn,
     fuzz_settings,
+    int64s,
     json_values,
     one_in,
-    paths,
+    proto_paths,
+    proto_text,
     raw_json_text,
     rpc,
     short_text,
     streamed,
+    string_maps,
     surrogates,
-    text,
     to_json,
     tool_calls,
     uploads,
+    valid_utf8,
     watched,
 )
 
@@ -44,23 +48,6 @@ pytestmark = [pytest.mark.docker, pytest.mark.fuzz]
 IMAGE = "toolrt-sandbox:default"
 
 
-def valid_utf8(value: str) -> str:
-    """A proto string field carries only valid UTF-8: lone surrogates become '?'."""
-    return value.encode("utf-8", "replace").decode("utf-8")
-
-
-proto_text = text.map(valid_utf8)
-proto_paths = paths.map(valid_utf8)
-int64s = st.one_of(
-    st.just(0),
-    st.integers(-(2**63), 2**63 - 1),
-    st.sampled_from([-1, 1, 2**31, 2**63 - 1, -(2**63), 6 << 20, 64 << 20, 1 << 40]),
-)
-doubles = st.one_of(
-    st.just(0.0),
-    st.floats(allow_nan=True, allow_infinity=True),
-    st.sampled_from([1e-9, 0.001, 0.01, 1e308, float("nan"), float("inf"), -0.0]),
-)
 limits = st.builds(
     pb.Limits,
     memory_bytes=int64s,
@@ -87,11 +74,6 @@ images = st.one_of(
         + ["localhost:1/x", IMAGE + "\x00", "toolrt-sandbox:default ", "scratch"]
     ),
     proto_text,
-)
-string_maps = st.dictionaries(proto_text, proto_text, max_size=4) | st.dictionaries(
-    st.sampled_from(["toolrt.daemon", "toolrt.session", "toolrt.test", "PATH", "LD_PRELOAD"]),
-    proto_text,
-    max_size=3,
 )
 
 

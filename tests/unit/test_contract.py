@@ -20,6 +20,10 @@ DESIGN_RPCS = {
     "Execute",
     "ExecuteBatch",
     "ExecuteStream",
+    "Exec",
+    "ReadFile",
+    "WriteFile",
+    "StatPath",
 }
 DESIGN_TOOL_CODES = {
     "UNKNOWN_TOOL",
@@ -80,6 +84,39 @@ def test_design_field_names_are_in_the_proto():
     assert {"call_id", "ok", "output_json", "error", "duration_ms"} <= fields["ToolResult"]
     assert {"code", "message", "retryable"} <= fields["ToolError"]
     assert {"stdout", "stderr", "result"} <= fields["ExecuteEvent"]
+    # Programs: exec and files (round 3).
+    assert {"start", "stdin", "stdin_eof", "resize", "signal"} <= fields["ExecRequest"]
+    assert {
+        "session_id",
+        "argv",
+        "command",
+        "cwd",
+        "env",
+        "user",
+        "timeout_s",
+        "tty",
+        "size",
+        "stdin_open",
+        "output_cap_bytes",
+        "exec_id",
+    } <= fields["ExecStart"]
+    assert {"started", "stdout", "stderr", "exit"} <= fields["ExecEvent"]
+    assert {"exec_id", "pid"} <= fields["ExecStarted"]
+    assert {
+        "exit_code",
+        "signal",
+        "timed_out",
+        "stdout_dropped_bytes",
+        "stderr_dropped_bytes",
+    } <= fields["ExecExit"]
+    assert {"session_id", "path", "user", "offset", "max_bytes"} <= fields["ReadFileRequest"]
+    assert {"data"} <= fields["ReadFileChunk"]
+    assert {"start", "data"} <= fields["WriteFileRequest"]
+    assert {"session_id", "path", "user", "mode", "make_parents", "if_exists"} <= fields[
+        "WriteFileStart"
+    ]
+    assert {"session_id", "path", "user"} <= fields["StatPathRequest"]
+    assert {"exists", "type", "size", "mode", "mtime", "link_target"} <= fields["PathInfo"]
 
 
 def declared_below(base: type) -> set[type]:
@@ -100,7 +137,9 @@ def test_every_tool_failure_has_a_design_code_and_every_code_a_class():
 def test_every_request_error_maps_to_a_grpc_status():
     declared = declared_below(errors.RequestError)
     assert declared == set(errors.REQUEST_ERRORS)
-    statuses = {cls.status for cls in declared}
+    # A ProgramError's status is its reason's.
+    statuses = {cls.status for cls in declared - {errors.ProgramError}}
+    statuses |= set(errors.ProgramError.STATUSES.values())
     assert statuses == {
         grpc.StatusCode.UNAUTHENTICATED,
         grpc.StatusCode.PERMISSION_DENIED,
@@ -109,7 +148,40 @@ def test_every_request_error_maps_to_a_grpc_status():
         grpc.StatusCode.FAILED_PRECONDITION,
         grpc.StatusCode.RESOURCE_EXHAUSTED,
         grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.OUT_OF_RANGE,
+        grpc.StatusCode.ALREADY_EXISTS,
+        grpc.StatusCode.DEADLINE_EXCEEDED,
     }
+
+
+# DESIGN "Programs: exec and files": every ErrorInfo reason and its status
+# (FILE_EXISTS, for WriteFile's if_exists "fail", is this version's addition).
+DESIGN_REASONS = {
+    "SESSION_NOT_FOUND": grpc.StatusCode.NOT_FOUND,
+    "FILE_NOT_FOUND": grpc.StatusCode.NOT_FOUND,
+    "IS_A_DIRECTORY": grpc.StatusCode.FAILED_PRECONDITION,
+    "NOT_A_DIRECTORY": grpc.StatusCode.FAILED_PRECONDITION,
+    "PERMISSION_DENIED": grpc.StatusCode.PERMISSION_DENIED,
+    "USER_NOT_ALLOWED": grpc.StatusCode.PERMISSION_DENIED,
+    "FILE_TOO_LARGE": grpc.StatusCode.OUT_OF_RANGE,
+    "NO_SPACE": grpc.StatusCode.RESOURCE_EXHAUSTED,
+    "QUOTA_EXCEEDED": grpc.StatusCode.RESOURCE_EXHAUSTED,
+    "TIMEOUT": grpc.StatusCode.DEADLINE_EXCEEDED,
+    "SANDBOX_LOST": grpc.StatusCode.FAILED_PRECONDITION,
+    "UNAUTHENTICATED": grpc.StatusCode.UNAUTHENTICATED,
+    "INVALID_REQUEST": grpc.StatusCode.INVALID_ARGUMENT,
+    "FILE_EXISTS": grpc.StatusCode.ALREADY_EXISTS,
+}
+
+
+def test_every_error_reason_of_design_has_its_status():
+    found = {
+        cls.error_reason: cls.status
+        for cls in errors.REQUEST_ERRORS
+        if cls.error_reason and cls is not errors.ProgramError
+    }
+    found.update(errors.ProgramError.STATUSES)
+    assert found == DESIGN_REASONS
 
 
 def test_client_package_exports_are_complete():

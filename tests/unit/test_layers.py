@@ -34,7 +34,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(
         "dialects state observability auth",
         "config",
         "policy models cpu secret_store client images",
-        "constants errors json_shape clock descriptors agent",
+        "constants errors json_shape clock descriptors queued agent",
     )
 )
 FLOOR = {unit: level for level, floor in enumerate(LAYERS) for unit in floor}

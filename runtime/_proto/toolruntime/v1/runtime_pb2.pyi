@@ -486,3 +486,170 @@ class DeleteSnapshotRequest(_message.Message):
 class DeleteSnapshotResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class TerminalSize(_message.Message):
+    __slots__ = ("rows", "cols")
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    COLS_FIELD_NUMBER: _ClassVar[int]
+    rows: int
+    cols: int
+    def __init__(self, rows: _Optional[int] = ..., cols: _Optional[int] = ...) -> None: ...
+
+class ExecStart(_message.Message):
+    __slots__ = ("session_id", "argv", "command", "cwd", "env", "user", "timeout_s", "tty", "size", "stdin_open", "output_cap_bytes", "exec_id")
+    class EnvEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    ARGV_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    CWD_FIELD_NUMBER: _ClassVar[int]
+    ENV_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
+    TTY_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    STDIN_OPEN_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_CAP_BYTES_FIELD_NUMBER: _ClassVar[int]
+    EXEC_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    argv: _containers.RepeatedScalarFieldContainer[str]
+    command: str
+    cwd: str
+    env: _containers.ScalarMap[str, str]
+    user: str
+    timeout_s: float
+    tty: bool
+    size: TerminalSize
+    stdin_open: bool
+    output_cap_bytes: int
+    exec_id: str
+    def __init__(self, session_id: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., command: _Optional[str] = ..., cwd: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., user: _Optional[str] = ..., timeout_s: _Optional[float] = ..., tty: _Optional[bool] = ..., size: _Optional[_Union[TerminalSize, _Mapping]] = ..., stdin_open: _Optional[bool] = ..., output_cap_bytes: _Optional[int] = ..., exec_id: _Optional[str] = ...) -> None: ...
+
+class ExecRequest(_message.Message):
+    __slots__ = ("start", "stdin", "stdin_eof", "resize", "signal")
+    START_FIELD_NUMBER: _ClassVar[int]
+    STDIN_FIELD_NUMBER: _ClassVar[int]
+    STDIN_EOF_FIELD_NUMBER: _ClassVar[int]
+    RESIZE_FIELD_NUMBER: _ClassVar[int]
+    SIGNAL_FIELD_NUMBER: _ClassVar[int]
+    start: ExecStart
+    stdin: bytes
+    stdin_eof: bool
+    resize: TerminalSize
+    signal: str
+    def __init__(self, start: _Optional[_Union[ExecStart, _Mapping]] = ..., stdin: _Optional[bytes] = ..., stdin_eof: _Optional[bool] = ..., resize: _Optional[_Union[TerminalSize, _Mapping]] = ..., signal: _Optional[str] = ...) -> None: ...
+
+class ExecStarted(_message.Message):
+    __slots__ = ("exec_id", "pid")
+    EXEC_ID_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
+    exec_id: str
+    pid: int
+    def __init__(self, exec_id: _Optional[str] = ..., pid: _Optional[int] = ...) -> None: ...
+
+class ExecExit(_message.Message):
+    __slots__ = ("exit_code", "signal", "timed_out", "stdout_dropped_bytes", "stderr_dropped_bytes")
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    SIGNAL_FIELD_NUMBER: _ClassVar[int]
+    TIMED_OUT_FIELD_NUMBER: _ClassVar[int]
+    STDOUT_DROPPED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    STDERR_DROPPED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    exit_code: int
+    signal: str
+    timed_out: bool
+    stdout_dropped_bytes: int
+    stderr_dropped_bytes: int
+    def __init__(self, exit_code: _Optional[int] = ..., signal: _Optional[str] = ..., timed_out: _Optional[bool] = ..., stdout_dropped_bytes: _Optional[int] = ..., stderr_dropped_bytes: _Optional[int] = ...) -> None: ...
+
+class ExecEvent(_message.Message):
+    __slots__ = ("started", "stdout", "stderr", "exit")
+    STARTED_FIELD_NUMBER: _ClassVar[int]
+    STDOUT_FIELD_NUMBER: _ClassVar[int]
+    STDERR_FIELD_NUMBER: _ClassVar[int]
+    EXIT_FIELD_NUMBER: _ClassVar[int]
+    started: ExecStarted
+    stdout: bytes
+    stderr: bytes
+    exit: ExecExit
+    def __init__(self, started: _Optional[_Union[ExecStarted, _Mapping]] = ..., stdout: _Optional[bytes] = ..., stderr: _Optional[bytes] = ..., exit: _Optional[_Union[ExecExit, _Mapping]] = ...) -> None: ...
+
+class ReadFileRequest(_message.Message):
+    __slots__ = ("session_id", "path", "user", "offset", "max_bytes")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    path: str
+    user: str
+    offset: int
+    max_bytes: int
+    def __init__(self, session_id: _Optional[str] = ..., path: _Optional[str] = ..., user: _Optional[str] = ..., offset: _Optional[int] = ..., max_bytes: _Optional[int] = ...) -> None: ...
+
+class ReadFileChunk(_message.Message):
+    __slots__ = ("data",)
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    def __init__(self, data: _Optional[bytes] = ...) -> None: ...
+
+class WriteFileStart(_message.Message):
+    __slots__ = ("session_id", "path", "user", "mode", "make_parents", "if_exists")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    MAKE_PARENTS_FIELD_NUMBER: _ClassVar[int]
+    IF_EXISTS_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    path: str
+    user: str
+    mode: int
+    make_parents: bool
+    if_exists: str
+    def __init__(self, session_id: _Optional[str] = ..., path: _Optional[str] = ..., user: _Optional[str] = ..., mode: _Optional[int] = ..., make_parents: _Optional[bool] = ..., if_exists: _Optional[str] = ...) -> None: ...
+
+class WriteFileRequest(_message.Message):
+    __slots__ = ("start", "data")
+    START_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    start: WriteFileStart
+    data: bytes
+    def __init__(self, start: _Optional[_Union[WriteFileStart, _Mapping]] = ..., data: _Optional[bytes] = ...) -> None: ...
+
+class WriteFileResponse(_message.Message):
+    __slots__ = ("bytes",)
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    bytes: int
+    def __init__(self, bytes: _Optional[int] = ...) -> None: ...
+
+class StatPathRequest(_message.Message):
+    __slots__ = ("session_id", "path", "user")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    path: str
+    user: str
+    def __init__(self, session_id: _Optional[str] = ..., path: _Optional[str] = ..., user: _Optional[str] = ...) -> None: ...
+
+class PathInfo(_message.Message):
+    __slots__ = ("exists", "type", "size", "mode", "mtime", "link_target")
+    EXISTS_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    MTIME_FIELD_NUMBER: _ClassVar[int]
+    LINK_TARGET_FIELD_NUMBER: _ClassVar[int]
+    exists: bool
+    type: str
+    size: int
+    mode: int
+    mtime: float
+    link_target: str
+    def __init__(self, exists: _Optional[bool] = ..., type: _Optional[str] = ..., size: _Optional[int] = ..., mode: _Optional[int] = ..., mtime: _Optional[float] = ..., link_target: _Optional[str] = ...) -> None: ...

@@ -124,6 +124,26 @@ class ToolRuntimeStub:
                 request_serializer=toolruntime_dot_v1_dot_runtime__pb2.DeleteSnapshotRequest.SerializeToString,
                 response_deserializer=toolruntime_dot_v1_dot_runtime__pb2.DeleteSnapshotResponse.FromString,
                 _registered_method=True)
+        self.Exec = channel.stream_stream(
+                '/toolruntime.v1.ToolRuntime/Exec',
+                request_serializer=toolruntime_dot_v1_dot_runtime__pb2.ExecRequest.SerializeToString,
+                response_deserializer=toolruntime_dot_v1_dot_runtime__pb2.ExecEvent.FromString,
+                _registered_method=True)
+        self.ReadFile = channel.unary_stream(
+                '/toolruntime.v1.ToolRuntime/ReadFile',
+                request_serializer=toolruntime_dot_v1_dot_runtime__pb2.ReadFileRequest.SerializeToString,
+                response_deserializer=toolruntime_dot_v1_dot_runtime__pb2.ReadFileChunk.FromString,
+                _registered_method=True)
+        self.WriteFile = channel.stream_unary(
+                '/toolruntime.v1.ToolRuntime/WriteFile',
+                request_serializer=toolruntime_dot_v1_dot_runtime__pb2.WriteFileRequest.SerializeToString,
+                response_deserializer=toolruntime_dot_v1_dot_runtime__pb2.WriteFileResponse.FromString,
+                _registered_method=True)
+        self.StatPath = channel.unary_unary(
+                '/toolruntime.v1.ToolRuntime/StatPath',
+                request_serializer=toolruntime_dot_v1_dot_runtime__pb2.StatPathRequest.SerializeToString,
+                response_deserializer=toolruntime_dot_v1_dot_runtime__pb2.PathInfo.FromString,
+                _registered_method=True)
 
 
 class ToolRuntimeServicer:
@@ -257,6 +277,40 @@ class ToolRuntimeServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Exec(self, request_iterator, context):
+        """Programs (harnesses, SDKs, the CLI) on the same sessions: a process
+        with bytes in and out, and files anywhere the sandbox user may reach
+        (the allowlist governs the model's file tools only). Each spends one
+        of the session's max_calls and one of the tenant's call rate. Every
+        error carries google.rpc.ErrorInfo{domain: "toolrt", reason} in the
+        status details (reasons in DESIGN: FILE_NOT_FOUND, IS_A_DIRECTORY, ...).
+        The first message is `start`; stdin, stdin_eof and signals follow. The
+        process tree is killed when the stream ends before `exit`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReadFile(self, request, context):
+        """A file's bytes from `offset`; over `max_bytes` FILE_TOO_LARGE, never a cut.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WriteFile(self, request_iterator, context):
+        """The first message is `start`; the file's bytes follow.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def StatPath(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ToolRuntimeServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -349,6 +403,26 @@ def add_ToolRuntimeServicer_to_server(servicer, server):
                     servicer.DeleteSnapshot,
                     request_deserializer=toolruntime_dot_v1_dot_runtime__pb2.DeleteSnapshotRequest.FromString,
                     response_serializer=toolruntime_dot_v1_dot_runtime__pb2.DeleteSnapshotResponse.SerializeToString,
+            ),
+            'Exec': grpc.stream_stream_rpc_method_handler(
+                    servicer.Exec,
+                    request_deserializer=toolruntime_dot_v1_dot_runtime__pb2.ExecRequest.FromString,
+                    response_serializer=toolruntime_dot_v1_dot_runtime__pb2.ExecEvent.SerializeToString,
+            ),
+            'ReadFile': grpc.unary_stream_rpc_method_handler(
+                    servicer.ReadFile,
+                    request_deserializer=toolruntime_dot_v1_dot_runtime__pb2.ReadFileRequest.FromString,
+                    response_serializer=toolruntime_dot_v1_dot_runtime__pb2.ReadFileChunk.SerializeToString,
+            ),
+            'WriteFile': grpc.stream_unary_rpc_method_handler(
+                    servicer.WriteFile,
+                    request_deserializer=toolruntime_dot_v1_dot_runtime__pb2.WriteFileRequest.FromString,
+                    response_serializer=toolruntime_dot_v1_dot_runtime__pb2.WriteFileResponse.SerializeToString,
+            ),
+            'StatPath': grpc.unary_unary_rpc_method_handler(
+                    servicer.StatPath,
+                    request_deserializer=toolruntime_dot_v1_dot_runtime__pb2.StatPathRequest.FromString,
+                    response_serializer=toolruntime_dot_v1_dot_runtime__pb2.PathInfo.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -837,6 +911,114 @@ class ToolRuntime:
             '/toolruntime.v1.ToolRuntime/DeleteSnapshot',
             toolruntime_dot_v1_dot_runtime__pb2.DeleteSnapshotRequest.SerializeToString,
             toolruntime_dot_v1_dot_runtime__pb2.DeleteSnapshotResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Exec(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/toolruntime.v1.ToolRuntime/Exec',
+            toolruntime_dot_v1_dot_runtime__pb2.ExecRequest.SerializeToString,
+            toolruntime_dot_v1_dot_runtime__pb2.ExecEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReadFile(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/toolruntime.v1.ToolRuntime/ReadFile',
+            toolruntime_dot_v1_dot_runtime__pb2.ReadFileRequest.SerializeToString,
+            toolruntime_dot_v1_dot_runtime__pb2.ReadFileChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WriteFile(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(
+            request_iterator,
+            target,
+            '/toolruntime.v1.ToolRuntime/WriteFile',
+            toolruntime_dot_v1_dot_runtime__pb2.WriteFileRequest.SerializeToString,
+            toolruntime_dot_v1_dot_runtime__pb2.WriteFileResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StatPath(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/toolruntime.v1.ToolRuntime/StatPath',
+            toolruntime_dot_v1_dot_runtime__pb2.StatPathRequest.SerializeToString,
+            toolruntime_dot_v1_dot_runtime__pb2.PathInfo.FromString,
             options,
             channel_credentials,
             insecure,
