@@ -400,10 +400,10 @@ class Config(BaseModel):
     agent: Literal["python", "static"] = "python"
     """The in-sandbox agent Docker sandboxes run: "python" (runtime/agent, run
     by the image's python3) or "static" (the Go binary `make agent` builds
-    beside it: any image, no python3 needed). The static agent is a first
-    slice: commands (foreground and background), the file operations,
-    secrets, archives and the egress relay; the spare shell is not
-    started. The daemon refuses to start with "static" when the
+    beside it: any image, no python3 needed). The static agent does
+    commands (foreground and background), the file operations, secrets,
+    archives and the egress relay; not yet the spare shell, nor the exec
+    API's programs and path operations (an error says so). The daemon refuses to start with "static" when the
     binary or the C launcher it starts commands with is missing."""
     spare_shell: bool = True
     """While a session is idle, keep the next call's shell started ahead (one
