@@ -403,8 +403,9 @@ class Config(BaseModel):
     beside it: any image, no python3 needed). The static agent does
     commands (foreground and background), the file operations, secrets,
     archives and the egress relay; not yet the spare shell, nor the exec
-    API's programs and path operations (an error says so). The daemon refuses to start with "static" when the
-    binary or the C launcher it starts commands with is missing."""
+    API's programs and path operations (an error says so). The daemon
+    refuses to start with "static" when the binary or the C launcher it
+    starts commands with is missing."""
     spare_shell: bool = True
     """While a session is idle, keep the next call's shell started ahead (one
     per session, about 0.5 MiB): a call that can use it skips the shell's
