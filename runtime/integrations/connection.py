@@ -13,6 +13,7 @@ from typing import Any
 import grpc
 
 from runtime.client import TLS, Client, SessionHandle, ToolrtRpcError
+from runtime.client.aio import AsyncClient
 from runtime.constants import INTEGRATION_LABEL
 
 # Every session a provider creates carries it, valued with the harness's name,
@@ -25,12 +26,21 @@ class SandboxGone(Exception):
     """The session is closed, expired or lost its sandbox: nothing more can run there."""
 
 
-def client_from_env() -> Client:
-    """A client of the daemon the `TOOLRT_*` variables name (TLS when any TLS one is set)."""
+def tls_from_env() -> TLS | None:
+    """TLS files from the `TOOLRT_TLS_*` variables; None when none is set."""
     env = os.environ.get
     ca, cert, key = env("TOOLRT_TLS_CA", ""), env("TOOLRT_TLS_CERT", ""), env("TOOLRT_TLS_KEY", "")
-    tls = TLS(ca_file=ca, cert_file=cert, key_file=key) if ca or cert or key else None
-    return Client(tls=tls)
+    return TLS(ca_file=ca, cert_file=cert, key_file=key) if ca or cert or key else None
+
+
+def client_from_env() -> Client:
+    """A client of the daemon the `TOOLRT_*` variables name (TLS when any TLS one is set)."""
+    return Client(tls=tls_from_env())
+
+
+def async_client_from_env() -> AsyncClient:
+    """`client_from_env` for asyncio harnesses."""
+    return AsyncClient(tls=tls_from_env())
 
 
 def open_session(client: Client, harness: str, **fields: Any) -> SessionHandle:
