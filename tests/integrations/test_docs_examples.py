@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import yaml
+from agents.testing import ScriptedModel, assistant_message, function_call
 from langchain_core.messages import AIMessage
 from minisweagent.environments import get_environment
 from scripted import DeterministicModel, ScriptedChatModel, make_output, tool_call
@@ -61,3 +62,20 @@ def test_the_deep_agents_example(capsys: pytest.CaptureFixture[str]) -> None:
     ]
     out = run_example(example, ScriptedChatModel(messages=iter(script)), capsys)
     assert out.startswith("It printed: hello from toolrt - in session ")
+
+
+def test_the_openai_agents_example(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The runner leaves a workspace tar in the SDK's store under HOME: a temporary one.
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("XDG_STATE_HOME", raising=False)
+    [example] = blocks("OpenAI Agents SDK", "python")
+    model = ScriptedModel(
+        [
+            [function_call("exec_command", {"cmd": "python3 --version"}, call_id="c1")],
+            [assistant_message("It is Python 3")],
+        ]
+    )
+    assert run_example(example, model, capsys) == "It is Python 3\n"
+    assert "Python 3." in str(model.calls[-1].input)
