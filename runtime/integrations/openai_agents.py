@@ -27,7 +27,7 @@ from __future__ import annotations
 import io
 import uuid
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import grpc
 from agents.sandbox.errors import (  # type: ignore[import-not-found,unused-ignore]
@@ -115,13 +115,15 @@ class ToolrtSandboxSession(BaseSandboxSession):  # type: ignore[misc,unused-igno
         argv = self._prepare_exec_command(*command, shell=shell, user=None)
         return await self._run(argv, timeout, _user_name(user))
 
-    async def _exec_internal(self, *command: str | Path, timeout: float | None = None) -> ExecResult:
+    async def _exec_internal(
+        self, *command: str | Path, timeout: float | None = None
+    ) -> ExecResult:
         return await self._run([str(part) for part in command], timeout, "")
 
     async def _run(
         self, argv: list[str], timeout: float | None, user: str, stdin: bytes | None = None
     ) -> ExecResult:
-        fields: dict[str, object] = {"user": user}
+        fields: dict[str, Any] = {"user": user}
         if timeout:
             fields["timeout_s"] = timeout
         try:
@@ -173,7 +175,9 @@ class ToolrtSandboxSession(BaseSandboxSession):  # type: ignore[misc,unused-igno
 
     async def persist_workspace(self) -> io.IOBase:
         root = self._workspace_root_path()
-        skipped = [f"--exclude=./{rel.as_posix()}" for rel in self._persist_workspace_skip_relpaths()]
+        skipped = [
+            f"--exclude=./{rel.as_posix()}" for rel in self._persist_workspace_skip_relpaths()
+        ]
         argv = ["tar", "-c", "-C", root.as_posix(), *skipped, "."]
         result = await self._client.exec(self.state.toolrt_session_id, argv)
         if result.exit_code != 0 or result.stdout_dropped_bytes:
@@ -239,7 +243,8 @@ class ToolrtSandboxClient(BaseSandboxClient[ToolrtSandboxClientOptions]):  # typ
 
     async def resume(self, state: SandboxSessionState) -> SandboxSession:
         if not isinstance(state, ToolrtSandboxSessionState):
-            raise TypeError("ToolrtSandboxClient.resume expects a ToolrtSandboxSessionState")
+            msg = "ToolrtSandboxClient.resume expects a ToolrtSandboxSessionState"
+            raise TypeError(msg)
         alive = False
         try:
             info = await self.toolrt.get_session(state.toolrt_session_id)
@@ -258,7 +263,8 @@ class ToolrtSandboxClient(BaseSandboxClient[ToolrtSandboxClientOptions]):  # typ
     async def delete(self, session: SandboxSession) -> SandboxSession:
         inner = session._inner
         if not isinstance(inner, ToolrtSandboxSession):
-            raise TypeError("ToolrtSandboxClient.delete expects a ToolrtSandboxSession")
+            msg = "ToolrtSandboxClient.delete expects a ToolrtSandboxSession"
+            raise TypeError(msg)
         try:
             await self.toolrt.close_session(inner.state.toolrt_session_id)
         except ToolrtRpcError as exc:

@@ -92,7 +92,9 @@ def tool_outputs(result: Any) -> dict[str, str]:
 async def fix_the_bug(sandbox: SandboxRunConfig) -> Any:
     model = fixing_model()
     agent = SandboxAgent(name="fixer", instructions="Fix the failing test.", model=model)
-    result = await Runner.run(agent, "Make repo/test_calc.py pass", run_config=RunConfig(sandbox=sandbox))
+    result = await Runner.run(
+        agent, "Make repo/test_calc.py pass", run_config=RunConfig(sandbox=sandbox)
+    )
     model.assert_complete()
     assert result.final_output == "add() is fixed and the test passes"
     outputs = tool_outputs(result)
@@ -119,7 +121,9 @@ async def test_runner_in_a_session_passed_in(client: Client) -> None:
 
 
 async def test_runner_creates_its_own_session(client: Client, sdk_state_in: Path) -> None:
-    await fix_the_bug(SandboxRunConfig(client=ToolrtSandboxClient(), options=ToolrtSandboxClientOptions()))
+    await fix_the_bug(
+        SandboxRunConfig(client=ToolrtSandboxClient(), options=ToolrtSandboxClientOptions())
+    )
     # The runner deleted its session; it persisted the workspace (a tar stream
     # from toolrt) into the SDK's snapshot store first.
     assert harness_sessions(client, HARNESS) == []
@@ -167,7 +171,8 @@ async def test_a_lost_session_is_replaced_and_hydrated_from_the_snapshot(
 ) -> None:
     sandbox = ToolrtSandboxClient()
     session = await sandbox.create(
-        options=ToolrtSandboxClientOptions(), snapshot=LocalSnapshotSpec(base_path=tmp_path / "snaps")
+        options=ToolrtSandboxClientOptions(),
+        snapshot=LocalSnapshotSpec(base_path=tmp_path / "snaps"),
     )
     await session.start()
     await session.write(Path("src/data.bin"), io.BytesIO(bytes(range(256))))
