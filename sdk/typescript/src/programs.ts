@@ -234,6 +234,10 @@ export class ExecStream implements AsyncIterable<ExecStreamEvent> {
     this.outbox.push(execStart(sessionId, program, options, true));
     const signals = [this.controller.signal, ...(options.signal ? [options.signal] : [])];
     const call = { ...callOptions(options), signal: AbortSignal.any(signals) };
+    // Cancelled between reads, the events stand still: `exit` says so at once.
+    call.signal.addEventListener("abort", () => this.settle.reject(toToolrtError(call.signal.reason, call.signal)), {
+      once: true,
+    });
     this.events = this.read(rpcClient.exec(this.outbox, call), options.signal);
   }
 
