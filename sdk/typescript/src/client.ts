@@ -10,9 +10,10 @@ import {
   type UploadFilesRequest,
   UploadFilesRequestSchema,
 } from "./gen/toolruntime/v1/runtime_pb.js";
-import { rpc, toToolrtError } from "./errors.js";
+import { rpc, streamed } from "./errors.js";
 import { createSessionRequest, type CallOptions, type SessionOptions } from "./options.js";
 import { eventFrom, resultFrom, type Result, type StreamEvent } from "./results.js";
+import * as programs from "./programs.js";
 import { Session } from "./session.js";
 import { connect, type ClientOptions, type Connection } from "./transport.js";
 
@@ -57,23 +58,6 @@ async function* uploadRequests(sessionId: string, path: string, tar: TarSource):
   }
   // An empty archive still has to name its session.
   if (first) yield create(UploadFilesRequestSchema, { sessionId, path });
-}
-
-// Server streams as async iterators whose early exit (break, throw) cancels
-// the call, and whose failures are ToolrtRpcErrors.
-async function* streamed<T>(
-  options: CallOptions,
-  open: (options: CallOptions) => AsyncIterable<T>,
-): AsyncGenerator<T> {
-  const controller = new AbortController();
-  const signals = [controller.signal, ...(options.signal ? [options.signal] : [])];
-  try {
-    for await (const item of open({ ...options, signal: AbortSignal.any(signals) })) yield item;
-  } catch (error) {
-    throw toToolrtError(error, options.signal);
-  } finally {
-    controller.abort();
-  }
 }
 
 export class Client {
@@ -210,6 +194,43 @@ export class Client {
     for await (const chunk of streamed(options, (o) => this.rpc.downloadFiles({ sessionId, paths }, o))) {
       yield chunk.tar;
     }
+  }
+
+  // -- programs: exec and files (relative paths are under /workspace) --------
+
+  /** Run `program` to its end: how it ended and all it printed (up to its cap). */
+  exec(
+    sessionId: string,
+    program: programs.Program,
+    options: programs.ExecOptions & { stdin?: programs.ByteSource } = {},
+  ): Promise<programs.ExecResult> {
+    return programs.exec(this.rpc, sessionId, program, options);
+  }
+
+  /** Start `program` and talk to it: stdin, signals, its events as they come. */
+  execStream(sessionId: string, program: programs.Program, options: programs.ExecOptions = {}): programs.ExecStream {
+    return new programs.ExecStream(this.rpc, sessionId, program, options);
+  }
+
+  readFile(sessionId: string, path: string, options: programs.ReadFileOptions = {}): Promise<Buffer> {
+    return programs.readFile(this.rpc, sessionId, path, options);
+  }
+
+  readFileStream(sessionId: string, path: string, options: programs.ReadFileOptions = {}): AsyncGenerator<Uint8Array> {
+    return programs.readFileStream(this.rpc, sessionId, path, options);
+  }
+
+  writeFile(
+    sessionId: string,
+    path: string,
+    data: programs.ByteSource,
+    options: programs.WriteFileOptions = {},
+  ): Promise<number> {
+    return programs.writeFile(this.rpc, sessionId, path, data, options);
+  }
+
+  stat(sessionId: string, path: string, options: CallOptions & { user?: string } = {}): Promise<programs.PathInfo> {
+    return programs.stat(this.rpc, sessionId, path, options);
   }
 
   // -- snapshots (files and shell state, never processes) ---------------------

@@ -1,6 +1,18 @@
 export { Client } from "./client.js";
 export type { Arguments, BatchCall, TarSource } from "./client.js";
 export { Session } from "./session.js";
+export { ExecStream } from "./programs.js";
+export type {
+  ByteSource,
+  ExecExitInfo,
+  ExecOptions,
+  ExecResult,
+  ExecStreamEvent,
+  PathInfo,
+  Program,
+  ReadFileOptions,
+  WriteFileOptions,
+} from "./programs.js";
 export type { ClientOptions, TlsOptions } from "./transport.js";
 export type { CallOptions, SessionOptions } from "./options.js";
 export type { Result, StreamEvent, ToolCallError } from "./results.js";
@@ -13,11 +25,22 @@ export {
   CancelledError,
   DeadlineExceededError,
   FailedPreconditionError,
+  FileExistsError,
+  FileNotFoundError,
+  FileTooLargeError,
   InvalidArgumentError,
+  IsADirectoryError,
+  NoSpaceError,
+  NotADirectoryError,
   NotFoundError,
   PermissionDeniedError,
+  QuotaExceededError,
   ResourceExhaustedError,
+  SandboxLostError,
+  SessionNotFoundError,
+  TimeoutError,
   ToolrtRpcError,
+  UserNotAllowedError,
   UnauthenticatedError,
   UnavailableError,
 } from "./errors.js";

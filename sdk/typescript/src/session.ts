@@ -2,6 +2,16 @@
 import type { Arguments, BatchCall, Client, TarSource } from "./client.js";
 import type { RestoreSessionResponse, Session as SessionInfo, Snapshot } from "./gen/toolruntime/v1/runtime_pb.js";
 import type { CallOptions } from "./options.js";
+import type {
+  ByteSource,
+  ExecOptions,
+  ExecResult,
+  ExecStream,
+  PathInfo,
+  Program,
+  ReadFileOptions,
+  WriteFileOptions,
+} from "./programs.js";
 import type { Result, StreamEvent } from "./results.js";
 
 export class Session {
@@ -57,6 +67,35 @@ export class Session {
 
   download(paths: string[], options: CallOptions = {}): AsyncGenerator<Uint8Array> {
     return this.client.download(this.id, paths, options);
+  }
+
+  /** Run argv (or `{ command }` under /bin/sh -c) to its end; `stdin` is sent whole. */
+  exec(program: Program, options: ExecOptions & { stdin?: ByteSource } = {}): Promise<ExecResult> {
+    return this.client.exec(this.id, program, options);
+  }
+
+  /** Start a program to talk to: write stdin, send signals, iterate its events. */
+  execStream(program: Program, options: ExecOptions = {}): ExecStream {
+    return this.client.execStream(this.id, program, options);
+  }
+
+  /** The whole file (FileTooLargeError past maxBytes, never a cut). */
+  readFile(path: string, options: ReadFileOptions = {}): Promise<Buffer> {
+    return this.client.readFile(this.id, path, options);
+  }
+
+  /** The file chunk by chunk as it arrives. */
+  readFileStream(path: string, options: ReadFileOptions = {}): AsyncGenerator<Uint8Array> {
+    return this.client.readFileStream(this.id, path, options);
+  }
+
+  /** Write bytes, text or chunks as the sandbox user; the bytes written. */
+  writeFile(path: string, data: ByteSource, options: WriteFileOptions = {}): Promise<number> {
+    return this.client.writeFile(this.id, path, data, options);
+  }
+
+  stat(path: string, options: CallOptions & { user?: string } = {}): Promise<PathInfo> {
+    return this.client.stat(this.id, path, options);
   }
 
   snapshot(options: CallOptions & { label?: string; includeTmp?: boolean } = {}): Promise<Snapshot> {

@@ -1,4 +1,4 @@
-// The published tarball installs into an empty project and runs the docs' quick start.
+// The published tarball installs into an empty project and runs the docs' examples.
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
@@ -11,15 +11,16 @@ import { plainTarget } from "./env.js";
 const packageDir = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const docs = join(packageDir, "..", "..", "docs", "typescript.md");
 
-function quickStart(): string {
+/** The first js block under a heading of docs/typescript.md. */
+function example(heading: string): string {
   const page = readFileSync(docs, "utf8");
-  const section = page.split("## Quick start")[1] ?? "";
+  const section = page.split(`## ${heading}\n`)[1] ?? "";
   const block = /```js\n([\s\S]*?)```/.exec(section);
-  assert.ok(block?.[1], "docs/typescript.md has a js block under Quick start");
+  assert.ok(block?.[1], `docs/typescript.md has a js block under ${heading}`);
   return block[1];
 }
 
-test("npm pack's tarball installs into an empty project and runs the quick start", { timeout: 240_000 }, () => {
+test("npm pack's tarball installs into an empty project and runs the docs' examples", { timeout: 240_000 }, () => {
   const project = mkdtempSync(join(tmpdir(), "toolrt-pack-"));
   try {
     execFileSync("npm", ["pack", "--silent", "--pack-destination", project], { cwd: packageDir, stdio: "pipe" });
@@ -27,12 +28,13 @@ test("npm pack's tarball installs into an empty project and runs the quick start
     assert.ok(tarball, "npm pack made a tarball");
     writeFileSync(join(project, "package.json"), JSON.stringify({ name: "empty", private: true, type: "module" }));
     execFileSync("npm", ["install", "--no-audit", "--no-fund", "--silent", `./${tarball}`], { cwd: project, stdio: "pipe" });
-    writeFileSync(join(project, "quickstart.mjs"), quickStart());
-    const printed = execFileSync(process.execPath, ["quickstart.mjs"], {
-      cwd: project,
-      env: { ...process.env, TOOLRT_TARGET: plainTarget(), TOOLRT_TOKEN: "" },
-    }).toString();
-    assert.equal(printed, "true hello from the sandbox\n");
+    const run = (heading: string) => {
+      writeFileSync(join(project, "example.mjs"), example(heading));
+      const env = { ...process.env, TOOLRT_TARGET: plainTarget(), TOOLRT_TOKEN: "" };
+      return execFileSync(process.execPath, ["example.mjs"], { cwd: project, env }).toString();
+    };
+    assert.equal(run("Quick start"), "true hello from the sandbox\n");
+    assert.equal(run("Programs: exec and files"), "0 5891b5b522d5\nping\n0\nwritten 8\nFILE_NOT_FOUND\n");
   } finally {
     rmSync(project, { recursive: true, force: true });
   }

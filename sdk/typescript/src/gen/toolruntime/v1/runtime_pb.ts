@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file toolruntime/v1/runtime.proto.
  */
 export const file_toolruntime_v1_runtime: GenFile = /*@__PURE__*/
-  fileDesc("Chx0b29scnVudGltZS92MS9ydW50aW1lLnByb3RvEg50b29scnVudGltZS52MSKrAQoGTGltaXRzEhQKDG1lbW9yeV9ieXRlcxgBIAEoAxIMCgRjcHVzGAIgASgBEgwKBHBpZHMYAyABKAMSFwoPd29ya3NwYWNlX2J5dGVzGAQgASgDEhEKCXRtcF9ieXRlcxgFIAEoAxIWCg5jYWxsX3RpbWVvdXRfcxgGIAEoARIRCgltYXhfY2FsbHMYByABKAMSGAoQb3V0cHV0X2NhcF9ieXRlcxgIIAEoAyJICglBbGxvd2xpc3QSEgoKcmVhZF9yb290cxgBIAMoCRITCgt3cml0ZV9yb290cxgCIAMoCRISCgpkZW55X2dsb2JzGAMgAygJIkoKDU5ldHdvcmtQb2xpY3kSDQoFYWxsb3cYASADKAkSEQoJbWF4X2J5dGVzGAIgASgDEhcKD21heF9jb25uZWN0aW9ucxgDIAEoAyL/AwoUQ3JlYXRlU2Vzc2lvblJlcXVlc3QSDQoFaW1hZ2UYASABKAkSJgoGbGltaXRzGAIgASgLMhYudG9vbHJ1bnRpbWUudjEuTGltaXRzEiwKCWFsbG93bGlzdBgDIAEoCzIZLnRvb2xydW50aW1lLnYxLkFsbG93bGlzdBI6CgNlbnYYBCADKAsyLS50b29scnVudGltZS52MS5DcmVhdGVTZXNzaW9uUmVxdWVzdC5FbnZFbnRyeRITCgt0dGxfc2Vjb25kcxgFIAEoAxIUCgxpZGxlX3NlY29uZHMYBiABKAMSQAoGbGFiZWxzGAcgAygLMjAudG9vbHJ1bnRpbWUudjEuQ3JlYXRlU2Vzc2lvblJlcXVlc3QuTGFiZWxzRW50cnkSFQoNd29ya3NwYWNlX3RhchgIIAEoDBIPCgdzZWNyZXRzGAkgAygJEi4KB25ldHdvcmsYCiABKAsyHS50b29scnVudGltZS52MS5OZXR3b3JrUG9saWN5Eg8KB3J1bnRpbWUYDCABKAkSFQoNZnJvbV9zbmFwc2hvdBgNIAEoCRoqCghFbnZFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiyAMKB1Nlc3Npb24SCgoCaWQYASABKAkSDQoFc3RhdGUYAiABKAkSDQoFaW1hZ2UYAyABKAkSJgoGbGltaXRzGAQgASgLMhYudG9vbHJ1bnRpbWUudjEuTGltaXRzEiwKCWFsbG93bGlzdBgFIAEoCzIZLnRvb2xydW50aW1lLnYxLkFsbG93bGlzdBISCgpjcmVhdGVkX2F0GAYgASgBEhIKCmV4cGlyZXNfYXQYByABKAESMwoGbGFiZWxzGAggAygLMiMudG9vbHJ1bnRpbWUudjEuU2Vzc2lvbi5MYWJlbHNFbnRyeRINCgVjYWxscxgJIAEoAxITCgt0dGxfc2Vjb25kcxgKIAEoARIUCgxpZGxlX3NlY29uZHMYCyABKAESDgoGdGVuYW50GAwgASgJEg8KB3NlY3JldHMYDSADKAkSLgoHbmV0d29yaxgOIAEoCzIdLnRvb2xydW50aW1lLnYxLk5ldHdvcmtQb2xpY3kSDwoHcnVudGltZRgQIAEoCRIVCg1jbG9zZWRfcmVhc29uGBEgASgJGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiJwoRR2V0U2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCSIVChNMaXN0U2Vzc2lvbnNSZXF1ZXN0IkEKFExpc3RTZXNzaW9uc1Jlc3BvbnNlEikKCHNlc3Npb25zGAEgAygLMhcudG9vbHJ1bnRpbWUudjEuU2Vzc2lvbiIpChNDbG9zZVNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiOQoUQ2xvc2VTZXNzaW9uUmVzcG9uc2USEgoKc2Vzc2lvbl9pZBgBIAEoCRINCgVzdGF0ZRgCIAEoCSI3ChBMaXN0VG9vbHNSZXF1ZXN0Eg8KB2RpYWxlY3QYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCSInChFMaXN0VG9vbHNSZXNwb25zZRISCgp0b29sc19qc29uGAEgASgJIjwKCFRvb2xDYWxsEgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSFgoOYXJndW1lbnRzX2pzb24YAyABKAkiPQoJVG9vbEVycm9yEgwKBGNvZGUYASABKAkSDwoHbWVzc2FnZRgCIAEoCRIRCglyZXRyeWFibGUYAyABKAgifQoKVG9vbFJlc3VsdBIPCgdjYWxsX2lkGAEgASgJEgoKAm9rGAIgASgIEhMKC291dHB1dF9qc29uGAMgASgJEigKBWVycm9yGAQgASgLMhkudG9vbHJ1bnRpbWUudjEuVG9vbEVycm9yEhMKC2R1cmF0aW9uX21zGAUgASgDIkwKDkV4ZWN1dGVSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSJgoEY2FsbBgCIAEoCzIYLnRvb2xydW50aW1lLnYxLlRvb2xDYWxsIlIKE0V4ZWN1dGVCYXRjaFJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRInCgVjYWxscxgCIAMoCzIYLnRvb2xydW50aW1lLnYxLlRvb2xDYWxsIkMKFEV4ZWN1dGVCYXRjaFJlc3BvbnNlEisKB3Jlc3VsdHMYASADKAsyGi50b29scnVudGltZS52MS5Ub29sUmVzdWx0ImkKDEV4ZWN1dGVFdmVudBIQCgZzdGRvdXQYASABKAxIABIQCgZzdGRlcnIYAiABKAxIABIsCgZyZXN1bHQYAyABKAsyGi50b29scnVudGltZS52MS5Ub29sUmVzdWx0SABCBwoFZXZlbnQiUgoVRXhlY3V0ZU1lc3NhZ2VSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDwoHZGlhbGVjdBgCIAEoCRIUCgxtZXNzYWdlX2pzb24YAyABKAkiWwoWRXhlY3V0ZU1lc3NhZ2VSZXNwb25zZRIUCgxyZXN1bHRzX2pzb24YASABKAkSKwoHcmVzdWx0cxgCIAMoCzIaLnRvb2xydW50aW1lLnYxLlRvb2xSZXN1bHQiQwoSVXBsb2FkRmlsZXNSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSCwoDdGFyGAIgASgMEgwKBHBhdGgYAyABKAkiMwoTVXBsb2FkRmlsZXNSZXNwb25zZRINCgVmaWxlcxgBIAEoAxINCgVieXRlcxgCIAEoAyI5ChREb3dubG9hZEZpbGVzUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEg0KBXBhdGhzGAIgAygJIiEKEkRvd25sb2FkRmlsZXNDaHVuaxILCgN0YXIYASABKAwiEwoRQWRtaW5TdGF0c1JlcXVlc3QifQoQUG9vbFByb2ZpbGVTdGF0cxINCgVpbWFnZRgBIAEoCRIXCg93b3Jrc3BhY2VfYnl0ZXMYAiABKAMSEQoJdG1wX2J5dGVzGAMgASgDEg0KBXJlYWR5GAQgASgDEg8KB2ZpbGxpbmcYBSABKAMSDgoGdGFyZ2V0GAYgASgDIpcGChJBZG1pblN0YXRzUmVzcG9uc2USDwoHdmVyc2lvbhgBIAEoCRIQCghpbnN0YW5jZRgCIAEoCRISCgpzdGFydGVkX2F0GAMgASgBEhYKDnVwdGltZV9zZWNvbmRzGAQgASgBEg4KBmVuZ2luZRgFIAEoCRIUCgxlbmdpbmVfZXJyb3IYBiABKAkSDwoHcnVudGltZRgHIAEoCRJCCghzZXNzaW9ucxgIIAMoCzIwLnRvb2xydW50aW1lLnYxLkFkbWluU3RhdHNSZXNwb25zZS5TZXNzaW9uc0VudHJ5EhQKDG1heF9zZXNzaW9ucxgJIAEoAxJRChBzZXNzaW9uc19jcmVhdGVkGAogAygLMjcudG9vbHJ1bnRpbWUudjEuQWRtaW5TdGF0c1Jlc3BvbnNlLlNlc3Npb25zQ3JlYXRlZEVudHJ5Ek8KD3Nlc3Npb25zX2Nsb3NlZBgLIAMoCzI2LnRvb2xydW50aW1lLnYxLkFkbWluU3RhdHNSZXNwb25zZS5TZXNzaW9uc0Nsb3NlZEVudHJ5Ei4KBHBvb2wYDCADKAsyIC50b29scnVudGltZS52MS5Qb29sUHJvZmlsZVN0YXRzEhgKEGNhbGxzX3Blcl9zZWNvbmQYDSABKAESEwoLY2FsbHNfdG90YWwYDiABKAMSPgoGZXJyb3JzGA8gAygLMi4udG9vbHJ1bnRpbWUudjEuQWRtaW5TdGF0c1Jlc3BvbnNlLkVycm9yc0VudHJ5Eg8KB2hlYWx0aHkYECABKAgaLwoNU2Vzc2lvbnNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAM6AjgBGjYKFFNlc3Npb25zQ3JlYXRlZEVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoAzoCOAEaNQoTU2Vzc2lvbnNDbG9zZWRFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAM6AjgBGi0KC0Vycm9yc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoAzoCOAEiOQoYQWRtaW5MaXN0U2Vzc2lvbnNSZXF1ZXN0Eg4KBnRlbmFudBgBIAEoCRINCgV1c2FnZRgCIAEoCCKiAQoMQWRtaW5TZXNzaW9uEigKB3Nlc3Npb24YASABKAsyFy50b29scnVudGltZS52MS5TZXNzaW9uEhEKCWxhc3RfdG9vbBgCIAEoCRIUCgxsYXN0X3VzZWRfYXQYAyABKAESFAoMYWN0aXZlX2NhbGxzGAQgASgDEhMKC2NwdV9zZWNvbmRzGAUgASgBEhQKDG1lbW9yeV9ieXRlcxgGIAEoAyJLChlBZG1pbkxpc3RTZXNzaW9uc1Jlc3BvbnNlEi4KCHNlc3Npb25zGAEgAygLMhwudG9vbHJ1bnRpbWUudjEuQWRtaW5TZXNzaW9uIlAKFlNuYXBzaG90U2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRINCgVsYWJlbBgCIAEoCRITCgtpbmNsdWRlX3RtcBgDIAEoCCJ/CghTbmFwc2hvdBIKCgJpZBgBIAEoCRISCgpzZXNzaW9uX2lkGAIgASgJEg0KBWxhYmVsGAMgASgJEhIKCmNyZWF0ZWRfYXQYBCABKAESEgoKZXhwaXJlc19hdBgFIAEoARINCgVieXRlcxgGIAEoAxINCgVmaWxlcxgHIAEoAyJMChJGb3JrU2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRITCgtzbmFwc2hvdF9pZBgCIAEoCRINCgVjb3VudBgDIAEoBSJAChNGb3JrU2Vzc2lvblJlc3BvbnNlEikKCHNlc3Npb25zGAEgAygLMhcudG9vbHJ1bnRpbWUudjEuU2Vzc2lvbiJAChVSZXN0b3JlU2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRITCgtzbmFwc2hvdF9pZBgCIAEoCSKAAQoWUmVzdG9yZVNlc3Npb25SZXNwb25zZRIoCgdzZXNzaW9uGAEgASgLMhcudG9vbHJ1bnRpbWUudjEuU2Vzc2lvbhIbChNzdG9wcGVkX3Byb2Nlc3NfaWRzGAIgAygJEh8KF3N0b3BwZWRfb3RoZXJfcHJvY2Vzc2VzGAMgASgFIhYKFExpc3RTbmFwc2hvdHNSZXF1ZXN0IkQKFUxpc3RTbmFwc2hvdHNSZXNwb25zZRIrCglzbmFwc2hvdHMYASADKAsyGC50b29scnVudGltZS52MS5TbmFwc2hvdCIsChVEZWxldGVTbmFwc2hvdFJlcXVlc3QSEwoLc25hcHNob3RfaWQYASABKAkiGAoWRGVsZXRlU25hcHNob3RSZXNwb25zZTLGDAoLVG9vbFJ1bnRpbWUSTgoNQ3JlYXRlU2Vzc2lvbhIkLnRvb2xydW50aW1lLnYxLkNyZWF0ZVNlc3Npb25SZXF1ZXN0GhcudG9vbHJ1bnRpbWUudjEuU2Vzc2lvbhJICgpHZXRTZXNzaW9uEiEudG9vbHJ1bnRpbWUudjEuR2V0U2Vzc2lvblJlcXVlc3QaFy50b29scnVudGltZS52MS5TZXNzaW9uElkKDExpc3RTZXNzaW9ucxIjLnRvb2xydW50aW1lLnYxLkxpc3RTZXNzaW9uc1JlcXVlc3QaJC50b29scnVudGltZS52MS5MaXN0U2Vzc2lvbnNSZXNwb25zZRJZCgxDbG9zZVNlc3Npb24SIy50b29scnVudGltZS52MS5DbG9zZVNlc3Npb25SZXF1ZXN0GiQudG9vbHJ1bnRpbWUudjEuQ2xvc2VTZXNzaW9uUmVzcG9uc2USUAoJTGlzdFRvb2xzEiAudG9vbHJ1bnRpbWUudjEuTGlzdFRvb2xzUmVxdWVzdBohLnRvb2xydW50aW1lLnYxLkxpc3RUb29sc1Jlc3BvbnNlEkUKB0V4ZWN1dGUSHi50b29scnVudGltZS52MS5FeGVjdXRlUmVxdWVzdBoaLnRvb2xydW50aW1lLnYxLlRvb2xSZXN1bHQSWQoMRXhlY3V0ZUJhdGNoEiMudG9vbHJ1bnRpbWUudjEuRXhlY3V0ZUJhdGNoUmVxdWVzdBokLnRvb2xydW50aW1lLnYxLkV4ZWN1dGVCYXRjaFJlc3BvbnNlEk8KDUV4ZWN1dGVTdHJlYW0SHi50b29scnVudGltZS52MS5FeGVjdXRlUmVxdWVzdBocLnRvb2xydW50aW1lLnYxLkV4ZWN1dGVFdmVudDABEl8KDkV4ZWN1dGVNZXNzYWdlEiUudG9vbHJ1bnRpbWUudjEuRXhlY3V0ZU1lc3NhZ2VSZXF1ZXN0GiYudG9vbHJ1bnRpbWUudjEuRXhlY3V0ZU1lc3NhZ2VSZXNwb25zZRJYCgtVcGxvYWRGaWxlcxIiLnRvb2xydW50aW1lLnYxLlVwbG9hZEZpbGVzUmVxdWVzdBojLnRvb2xydW50aW1lLnYxLlVwbG9hZEZpbGVzUmVzcG9uc2UoARJbCg1Eb3dubG9hZEZpbGVzEiQudG9vbHJ1bnRpbWUudjEuRG93bmxvYWRGaWxlc1JlcXVlc3QaIi50b29scnVudGltZS52MS5Eb3dubG9hZEZpbGVzQ2h1bmswARJTCgpBZG1pblN0YXRzEiEudG9vbHJ1bnRpbWUudjEuQWRtaW5TdGF0c1JlcXVlc3QaIi50b29scnVudGltZS52MS5BZG1pblN0YXRzUmVzcG9uc2USaAoRQWRtaW5MaXN0U2Vzc2lvbnMSKC50b29scnVudGltZS52MS5BZG1pbkxpc3RTZXNzaW9uc1JlcXVlc3QaKS50b29scnVudGltZS52MS5BZG1pbkxpc3RTZXNzaW9uc1Jlc3BvbnNlElMKD1NuYXBzaG90U2Vzc2lvbhImLnRvb2xydW50aW1lLnYxLlNuYXBzaG90U2Vzc2lvblJlcXVlc3QaGC50b29scnVudGltZS52MS5TbmFwc2hvdBJWCgtGb3JrU2Vzc2lvbhIiLnRvb2xydW50aW1lLnYxLkZvcmtTZXNzaW9uUmVxdWVzdBojLnRvb2xydW50aW1lLnYxLkZvcmtTZXNzaW9uUmVzcG9uc2USXwoOUmVzdG9yZVNlc3Npb24SJS50b29scnVudGltZS52MS5SZXN0b3JlU2Vzc2lvblJlcXVlc3QaJi50b29scnVudGltZS52MS5SZXN0b3JlU2Vzc2lvblJlc3BvbnNlElwKDUxpc3RTbmFwc2hvdHMSJC50b29scnVudGltZS52MS5MaXN0U25hcHNob3RzUmVxdWVzdBolLnRvb2xydW50aW1lLnYxLkxpc3RTbmFwc2hvdHNSZXNwb25zZRJfCg5EZWxldGVTbmFwc2hvdBIlLnRvb2xydW50aW1lLnYxLkRlbGV0ZVNuYXBzaG90UmVxdWVzdBomLnRvb2xydW50aW1lLnYxLkRlbGV0ZVNuYXBzaG90UmVzcG9uc2ViBnByb3RvMw");
+  fileDesc("Chx0b29scnVudGltZS92MS9ydW50aW1lLnByb3RvEg50b29scnVudGltZS52MSKrAQoGTGltaXRzEhQKDG1lbW9yeV9ieXRlcxgBIAEoAxIMCgRjcHVzGAIgASgBEgwKBHBpZHMYAyABKAMSFwoPd29ya3NwYWNlX2J5dGVzGAQgASgDEhEKCXRtcF9ieXRlcxgFIAEoAxIWCg5jYWxsX3RpbWVvdXRfcxgGIAEoARIRCgltYXhfY2FsbHMYByABKAMSGAoQb3V0cHV0X2NhcF9ieXRlcxgIIAEoAyJICglBbGxvd2xpc3QSEgoKcmVhZF9yb290cxgBIAMoCRITCgt3cml0ZV9yb290cxgCIAMoCRISCgpkZW55X2dsb2JzGAMgAygJIkoKDU5ldHdvcmtQb2xpY3kSDQoFYWxsb3cYASADKAkSEQoJbWF4X2J5dGVzGAIgASgDEhcKD21heF9jb25uZWN0aW9ucxgDIAEoAyL/AwoUQ3JlYXRlU2Vzc2lvblJlcXVlc3QSDQoFaW1hZ2UYASABKAkSJgoGbGltaXRzGAIgASgLMhYudG9vbHJ1bnRpbWUudjEuTGltaXRzEiwKCWFsbG93bGlzdBgDIAEoCzIZLnRvb2xydW50aW1lLnYxLkFsbG93bGlzdBI6CgNlbnYYBCADKAsyLS50b29scnVudGltZS52MS5DcmVhdGVTZXNzaW9uUmVxdWVzdC5FbnZFbnRyeRITCgt0dGxfc2Vjb25kcxgFIAEoAxIUCgxpZGxlX3NlY29uZHMYBiABKAMSQAoGbGFiZWxzGAcgAygLMjAudG9vbHJ1bnRpbWUudjEuQ3JlYXRlU2Vzc2lvblJlcXVlc3QuTGFiZWxzRW50cnkSFQoNd29ya3NwYWNlX3RhchgIIAEoDBIPCgdzZWNyZXRzGAkgAygJEi4KB25ldHdvcmsYCiABKAsyHS50b29scnVudGltZS52MS5OZXR3b3JrUG9saWN5Eg8KB3J1bnRpbWUYDCABKAkSFQoNZnJvbV9zbmFwc2hvdBgNIAEoCRoqCghFbnZFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiyAMKB1Nlc3Npb24SCgoCaWQYASABKAkSDQoFc3RhdGUYAiABKAkSDQoFaW1hZ2UYAyABKAkSJgoGbGltaXRzGAQgASgLMhYudG9vbHJ1bnRpbWUudjEuTGltaXRzEiwKCWFsbG93bGlzdBgFIAEoCzIZLnRvb2xydW50aW1lLnYxLkFsbG93bGlzdBISCgpjcmVhdGVkX2F0GAYgASgBEhIKCmV4cGlyZXNfYXQYByABKAESMwoGbGFiZWxzGAggAygLMiMudG9vbHJ1bnRpbWUudjEuU2Vzc2lvbi5MYWJlbHNFbnRyeRINCgVjYWxscxgJIAEoAxITCgt0dGxfc2Vjb25kcxgKIAEoARIUCgxpZGxlX3NlY29uZHMYCyABKAESDgoGdGVuYW50GAwgASgJEg8KB3NlY3JldHMYDSADKAkSLgoHbmV0d29yaxgOIAEoCzIdLnRvb2xydW50aW1lLnYxLk5ldHdvcmtQb2xpY3kSDwoHcnVudGltZRgQIAEoCRIVCg1jbG9zZWRfcmVhc29uGBEgASgJGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiJwoRR2V0U2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCSIVChNMaXN0U2Vzc2lvbnNSZXF1ZXN0IkEKFExpc3RTZXNzaW9uc1Jlc3BvbnNlEikKCHNlc3Npb25zGAEgAygLMhcudG9vbHJ1bnRpbWUudjEuU2Vzc2lvbiIpChNDbG9zZVNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiOQoUQ2xvc2VTZXNzaW9uUmVzcG9uc2USEgoKc2Vzc2lvbl9pZBgBIAEoCRINCgVzdGF0ZRgCIAEoCSI3ChBMaXN0VG9vbHNSZXF1ZXN0Eg8KB2RpYWxlY3QYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCSInChFMaXN0VG9vbHNSZXNwb25zZRISCgp0b29sc19qc29uGAEgASgJIjwKCFRvb2xDYWxsEgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSFgoOYXJndW1lbnRzX2pzb24YAyABKAkiPQoJVG9vbEVycm9yEgwKBGNvZGUYASABKAkSDwoHbWVzc2FnZRgCIAEoCRIRCglyZXRyeWFibGUYAyABKAgifQoKVG9vbFJlc3VsdBIPCgdjYWxsX2lkGAEgASgJEgoKAm9rGAIgASgIEhMKC291dHB1dF9qc29uGAMgASgJEigKBWVycm9yGAQgASgLMhkudG9vbHJ1bnRpbWUudjEuVG9vbEVycm9yEhMKC2R1cmF0aW9uX21zGAUgASgDIkwKDkV4ZWN1dGVSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSJgoEY2FsbBgCIAEoCzIYLnRvb2xydW50aW1lLnYxLlRvb2xDYWxsIlIKE0V4ZWN1dGVCYXRjaFJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRInCgVjYWxscxgCIAMoCzIYLnRvb2xydW50aW1lLnYxLlRvb2xDYWxsIkMKFEV4ZWN1dGVCYXRjaFJlc3BvbnNlEisKB3Jlc3VsdHMYASADKAsyGi50b29scnVudGltZS52MS5Ub29sUmVzdWx0ImkKDEV4ZWN1dGVFdmVudBIQCgZzdGRvdXQYASABKAxIABIQCgZzdGRlcnIYAiABKAxIABIsCgZyZXN1bHQYAyABKAsyGi50b29scnVudGltZS52MS5Ub29sUmVzdWx0SABCBwoFZXZlbnQiUgoVRXhlY3V0ZU1lc3NhZ2VSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDwoHZGlhbGVjdBgCIAEoCRIUCgxtZXNzYWdlX2pzb24YAyABKAkiWwoWRXhlY3V0ZU1lc3NhZ2VSZXNwb25zZRIUCgxyZXN1bHRzX2pzb24YASABKAkSKwoHcmVzdWx0cxgCIAMoCzIaLnRvb2xydW50aW1lLnYxLlRvb2xSZXN1bHQiQwoSVXBsb2FkRmlsZXNSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSCwoDdGFyGAIgASgMEgwKBHBhdGgYAyABKAkiMwoTVXBsb2FkRmlsZXNSZXNwb25zZRINCgVmaWxlcxgBIAEoAxINCgVieXRlcxgCIAEoAyI5ChREb3dubG9hZEZpbGVzUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEg0KBXBhdGhzGAIgAygJIiEKEkRvd25sb2FkRmlsZXNDaHVuaxILCgN0YXIYASABKAwiEwoRQWRtaW5TdGF0c1JlcXVlc3QifQoQUG9vbFByb2ZpbGVTdGF0cxINCgVpbWFnZRgBIAEoCRIXCg93b3Jrc3BhY2VfYnl0ZXMYAiABKAMSEQoJdG1wX2J5dGVzGAMgASgDEg0KBXJlYWR5GAQgASgDEg8KB2ZpbGxpbmcYBSABKAMSDgoGdGFyZ2V0GAYgASgDIpcGChJBZG1pblN0YXRzUmVzcG9uc2USDwoHdmVyc2lvbhgBIAEoCRIQCghpbnN0YW5jZRgCIAEoCRISCgpzdGFydGVkX2F0GAMgASgBEhYKDnVwdGltZV9zZWNvbmRzGAQgASgBEg4KBmVuZ2luZRgFIAEoCRIUCgxlbmdpbmVfZXJyb3IYBiABKAkSDwoHcnVudGltZRgHIAEoCRJCCghzZXNzaW9ucxgIIAMoCzIwLnRvb2xydW50aW1lLnYxLkFkbWluU3RhdHNSZXNwb25zZS5TZXNzaW9uc0VudHJ5EhQKDG1heF9zZXNzaW9ucxgJIAEoAxJRChBzZXNzaW9uc19jcmVhdGVkGAogAygLMjcudG9vbHJ1bnRpbWUudjEuQWRtaW5TdGF0c1Jlc3BvbnNlLlNlc3Npb25zQ3JlYXRlZEVudHJ5Ek8KD3Nlc3Npb25zX2Nsb3NlZBgLIAMoCzI2LnRvb2xydW50aW1lLnYxLkFkbWluU3RhdHNSZXNwb25zZS5TZXNzaW9uc0Nsb3NlZEVudHJ5Ei4KBHBvb2wYDCADKAsyIC50b29scnVudGltZS52MS5Qb29sUHJvZmlsZVN0YXRzEhgKEGNhbGxzX3Blcl9zZWNvbmQYDSABKAESEwoLY2FsbHNfdG90YWwYDiABKAMSPgoGZXJyb3JzGA8gAygLMi4udG9vbHJ1bnRpbWUudjEuQWRtaW5TdGF0c1Jlc3BvbnNlLkVycm9yc0VudHJ5Eg8KB2hlYWx0aHkYECABKAgaLwoNU2Vzc2lvbnNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAM6AjgBGjYKFFNlc3Npb25zQ3JlYXRlZEVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoAzoCOAEaNQoTU2Vzc2lvbnNDbG9zZWRFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAM6AjgBGi0KC0Vycm9yc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoAzoCOAEiOQoYQWRtaW5MaXN0U2Vzc2lvbnNSZXF1ZXN0Eg4KBnRlbmFudBgBIAEoCRINCgV1c2FnZRgCIAEoCCKiAQoMQWRtaW5TZXNzaW9uEigKB3Nlc3Npb24YASABKAsyFy50b29scnVudGltZS52MS5TZXNzaW9uEhEKCWxhc3RfdG9vbBgCIAEoCRIUCgxsYXN0X3VzZWRfYXQYAyABKAESFAoMYWN0aXZlX2NhbGxzGAQgASgDEhMKC2NwdV9zZWNvbmRzGAUgASgBEhQKDG1lbW9yeV9ieXRlcxgGIAEoAyJLChlBZG1pbkxpc3RTZXNzaW9uc1Jlc3BvbnNlEi4KCHNlc3Npb25zGAEgAygLMhwudG9vbHJ1bnRpbWUudjEuQWRtaW5TZXNzaW9uIlAKFlNuYXBzaG90U2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRINCgVsYWJlbBgCIAEoCRITCgtpbmNsdWRlX3RtcBgDIAEoCCJ/CghTbmFwc2hvdBIKCgJpZBgBIAEoCRISCgpzZXNzaW9uX2lkGAIgASgJEg0KBWxhYmVsGAMgASgJEhIKCmNyZWF0ZWRfYXQYBCABKAESEgoKZXhwaXJlc19hdBgFIAEoARINCgVieXRlcxgGIAEoAxINCgVmaWxlcxgHIAEoAyJMChJGb3JrU2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRITCgtzbmFwc2hvdF9pZBgCIAEoCRINCgVjb3VudBgDIAEoBSJAChNGb3JrU2Vzc2lvblJlc3BvbnNlEikKCHNlc3Npb25zGAEgAygLMhcudG9vbHJ1bnRpbWUudjEuU2Vzc2lvbiJAChVSZXN0b3JlU2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRITCgtzbmFwc2hvdF9pZBgCIAEoCSKAAQoWUmVzdG9yZVNlc3Npb25SZXNwb25zZRIoCgdzZXNzaW9uGAEgASgLMhcudG9vbHJ1bnRpbWUudjEuU2Vzc2lvbhIbChNzdG9wcGVkX3Byb2Nlc3NfaWRzGAIgAygJEh8KF3N0b3BwZWRfb3RoZXJfcHJvY2Vzc2VzGAMgASgFIhYKFExpc3RTbmFwc2hvdHNSZXF1ZXN0IkQKFUxpc3RTbmFwc2hvdHNSZXNwb25zZRIrCglzbmFwc2hvdHMYASADKAsyGC50b29scnVudGltZS52MS5TbmFwc2hvdCIsChVEZWxldGVTbmFwc2hvdFJlcXVlc3QSEwoLc25hcHNob3RfaWQYASABKAkiGAoWRGVsZXRlU25hcHNob3RSZXNwb25zZSIqCgxUZXJtaW5hbFNpemUSDAoEcm93cxgBIAEoDRIMCgRjb2xzGAIgASgNIsECCglFeGVjU3RhcnQSEgoKc2Vzc2lvbl9pZBgBIAEoCRIMCgRhcmd2GAIgAygJEg8KB2NvbW1hbmQYAyABKAkSCwoDY3dkGAQgASgJEi8KA2VudhgFIAMoCzIiLnRvb2xydW50aW1lLnYxLkV4ZWNTdGFydC5FbnZFbnRyeRIMCgR1c2VyGAYgASgJEhEKCXRpbWVvdXRfcxgHIAEoARILCgN0dHkYCCABKAgSKgoEc2l6ZRgJIAEoCzIcLnRvb2xydW50aW1lLnYxLlRlcm1pbmFsU2l6ZRISCgpzdGRpbl9vcGVuGAogASgIEhgKEG91dHB1dF9jYXBfYnl0ZXMYCyABKAMSDwoHZXhlY19pZBgMIAEoCRoqCghFbnZFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIqkBCgtFeGVjUmVxdWVzdBIqCgVzdGFydBgBIAEoCzIZLnRvb2xydW50aW1lLnYxLkV4ZWNTdGFydEgAEg8KBXN0ZGluGAIgASgMSAASEwoJc3RkaW5fZW9mGAMgASgISAASLgoGcmVzaXplGAQgASgLMhwudG9vbHJ1bnRpbWUudjEuVGVybWluYWxTaXplSAASEAoGc2lnbmFsGAUgASgJSABCBgoEa2luZCIrCgtFeGVjU3RhcnRlZBIPCgdleGVjX2lkGAEgASgJEgsKA3BpZBgCIAEoAyJ8CghFeGVjRXhpdBIRCglleGl0X2NvZGUYASABKAUSDgoGc2lnbmFsGAIgASgJEhEKCXRpbWVkX291dBgDIAEoCBIcChRzdGRvdXRfZHJvcHBlZF9ieXRlcxgEIAEoAxIcChRzdGRlcnJfZHJvcHBlZF9ieXRlcxgFIAEoAyKRAQoJRXhlY0V2ZW50Ei4KB3N0YXJ0ZWQYASABKAsyGy50b29scnVudGltZS52MS5FeGVjU3RhcnRlZEgAEhAKBnN0ZG91dBgCIAEoDEgAEhAKBnN0ZGVychgDIAEoDEgAEigKBGV4aXQYBCABKAsyGC50b29scnVudGltZS52MS5FeGVjRXhpdEgAQgYKBGtpbmQiZAoPUmVhZEZpbGVSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDAoEcGF0aBgCIAEoCRIMCgR1c2VyGAMgASgJEg4KBm9mZnNldBgEIAEoAxIRCgltYXhfYnl0ZXMYBSABKAMiHQoNUmVhZEZpbGVDaHVuaxIMCgRkYXRhGAEgASgMIncKDldyaXRlRmlsZVN0YXJ0EhIKCnNlc3Npb25faWQYASABKAkSDAoEcGF0aBgCIAEoCRIMCgR1c2VyGAMgASgJEgwKBG1vZGUYBCABKA0SFAoMbWFrZV9wYXJlbnRzGAUgASgIEhEKCWlmX2V4aXN0cxgGIAEoCSJbChBXcml0ZUZpbGVSZXF1ZXN0Ei8KBXN0YXJ0GAEgASgLMh4udG9vbHJ1bnRpbWUudjEuV3JpdGVGaWxlU3RhcnRIABIOCgRkYXRhGAIgASgMSABCBgoEa2luZCIiChFXcml0ZUZpbGVSZXNwb25zZRINCgVieXRlcxgBIAEoAyJBCg9TdGF0UGF0aFJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIMCgRwYXRoGAIgASgJEgwKBHVzZXIYAyABKAkiaAoIUGF0aEluZm8SDgoGZXhpc3RzGAEgASgIEgwKBHR5cGUYAiABKAkSDAoEc2l6ZRgDIAEoAxIMCgRtb2RlGAQgASgNEg0KBW10aW1lGAUgASgBEhMKC2xpbmtfdGFyZ2V0GAYgASgJMvMOCgtUb29sUnVudGltZRJOCg1DcmVhdGVTZXNzaW9uEiQudG9vbHJ1bnRpbWUudjEuQ3JlYXRlU2Vzc2lvblJlcXVlc3QaFy50b29scnVudGltZS52MS5TZXNzaW9uEkgKCkdldFNlc3Npb24SIS50b29scnVudGltZS52MS5HZXRTZXNzaW9uUmVxdWVzdBoXLnRvb2xydW50aW1lLnYxLlNlc3Npb24SWQoMTGlzdFNlc3Npb25zEiMudG9vbHJ1bnRpbWUudjEuTGlzdFNlc3Npb25zUmVxdWVzdBokLnRvb2xydW50aW1lLnYxLkxpc3RTZXNzaW9uc1Jlc3BvbnNlElkKDENsb3NlU2Vzc2lvbhIjLnRvb2xydW50aW1lLnYxLkNsb3NlU2Vzc2lvblJlcXVlc3QaJC50b29scnVudGltZS52MS5DbG9zZVNlc3Npb25SZXNwb25zZRJQCglMaXN0VG9vbHMSIC50b29scnVudGltZS52MS5MaXN0VG9vbHNSZXF1ZXN0GiEudG9vbHJ1bnRpbWUudjEuTGlzdFRvb2xzUmVzcG9uc2USRQoHRXhlY3V0ZRIeLnRvb2xydW50aW1lLnYxLkV4ZWN1dGVSZXF1ZXN0GhoudG9vbHJ1bnRpbWUudjEuVG9vbFJlc3VsdBJZCgxFeGVjdXRlQmF0Y2gSIy50b29scnVudGltZS52MS5FeGVjdXRlQmF0Y2hSZXF1ZXN0GiQudG9vbHJ1bnRpbWUudjEuRXhlY3V0ZUJhdGNoUmVzcG9uc2USTwoNRXhlY3V0ZVN0cmVhbRIeLnRvb2xydW50aW1lLnYxLkV4ZWN1dGVSZXF1ZXN0GhwudG9vbHJ1bnRpbWUudjEuRXhlY3V0ZUV2ZW50MAESXwoORXhlY3V0ZU1lc3NhZ2USJS50b29scnVudGltZS52MS5FeGVjdXRlTWVzc2FnZVJlcXVlc3QaJi50b29scnVudGltZS52MS5FeGVjdXRlTWVzc2FnZVJlc3BvbnNlElgKC1VwbG9hZEZpbGVzEiIudG9vbHJ1bnRpbWUudjEuVXBsb2FkRmlsZXNSZXF1ZXN0GiMudG9vbHJ1bnRpbWUudjEuVXBsb2FkRmlsZXNSZXNwb25zZSgBElsKDURvd25sb2FkRmlsZXMSJC50b29scnVudGltZS52MS5Eb3dubG9hZEZpbGVzUmVxdWVzdBoiLnRvb2xydW50aW1lLnYxLkRvd25sb2FkRmlsZXNDaHVuazABElMKCkFkbWluU3RhdHMSIS50b29scnVudGltZS52MS5BZG1pblN0YXRzUmVxdWVzdBoiLnRvb2xydW50aW1lLnYxLkFkbWluU3RhdHNSZXNwb25zZRJoChFBZG1pbkxpc3RTZXNzaW9ucxIoLnRvb2xydW50aW1lLnYxLkFkbWluTGlzdFNlc3Npb25zUmVxdWVzdBopLnRvb2xydW50aW1lLnYxLkFkbWluTGlzdFNlc3Npb25zUmVzcG9uc2USUwoPU25hcHNob3RTZXNzaW9uEiYudG9vbHJ1bnRpbWUudjEuU25hcHNob3RTZXNzaW9uUmVxdWVzdBoYLnRvb2xydW50aW1lLnYxLlNuYXBzaG90ElYKC0ZvcmtTZXNzaW9uEiIudG9vbHJ1bnRpbWUudjEuRm9ya1Nlc3Npb25SZXF1ZXN0GiMudG9vbHJ1bnRpbWUudjEuRm9ya1Nlc3Npb25SZXNwb25zZRJfCg5SZXN0b3JlU2Vzc2lvbhIlLnRvb2xydW50aW1lLnYxLlJlc3RvcmVTZXNzaW9uUmVxdWVzdBomLnRvb2xydW50aW1lLnYxLlJlc3RvcmVTZXNzaW9uUmVzcG9uc2USXAoNTGlzdFNuYXBzaG90cxIkLnRvb2xydW50aW1lLnYxLkxpc3RTbmFwc2hvdHNSZXF1ZXN0GiUudG9vbHJ1bnRpbWUudjEuTGlzdFNuYXBzaG90c1Jlc3BvbnNlEl8KDkRlbGV0ZVNuYXBzaG90EiUudG9vbHJ1bnRpbWUudjEuRGVsZXRlU25hcHNob3RSZXF1ZXN0GiYudG9vbHJ1bnRpbWUudjEuRGVsZXRlU25hcHNob3RSZXNwb25zZRJCCgRFeGVjEhsudG9vbHJ1bnRpbWUudjEuRXhlY1JlcXVlc3QaGS50b29scnVudGltZS52MS5FeGVjRXZlbnQoATABEkwKCFJlYWRGaWxlEh8udG9vbHJ1bnRpbWUudjEuUmVhZEZpbGVSZXF1ZXN0Gh0udG9vbHJ1bnRpbWUudjEuUmVhZEZpbGVDaHVuazABElIKCVdyaXRlRmlsZRIgLnRvb2xydW50aW1lLnYxLldyaXRlRmlsZVJlcXVlc3QaIS50b29scnVudGltZS52MS5Xcml0ZUZpbGVSZXNwb25zZSgBEkUKCFN0YXRQYXRoEh8udG9vbHJ1bnRpbWUudjEuU3RhdFBhdGhSZXF1ZXN0GhgudG9vbHJ1bnRpbWUudjEuUGF0aEluZm9iBnByb3RvMw");
 
 /**
  * @generated from message toolruntime.v1.Limits
@@ -1308,6 +1308,501 @@ export const DeleteSnapshotResponseSchema: GenMessage<DeleteSnapshotResponse> = 
   messageDesc(file_toolruntime_v1_runtime, 40);
 
 /**
+ * @generated from message toolruntime.v1.TerminalSize
+ */
+export type TerminalSize = Message<"toolruntime.v1.TerminalSize"> & {
+  /**
+   * @generated from field: uint32 rows = 1;
+   */
+  rows: number;
+
+  /**
+   * @generated from field: uint32 cols = 2;
+   */
+  cols: number;
+};
+
+/**
+ * Describes the message toolruntime.v1.TerminalSize.
+ * Use `create(TerminalSizeSchema)` to create a new message.
+ */
+export const TerminalSizeSchema: GenMessage<TerminalSize> = /*@__PURE__*/
+  messageDesc(file_toolruntime_v1_runtime, 41);
+
+/**
+ * @generated from message toolruntime.v1.ExecStart
+ */
+export type ExecStart = Message<"toolruntime.v1.ExecStart"> & {
+  /**
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+
+  /**
+   * Exactly one of argv (run directly, argv[0] looked up in PATH) and
+   * command (run by /bin/sh -c).
+   *
+   * @generated from field: repeated string argv = 2;
+   */
+  argv: string[];
+
+  /**
+   * @generated from field: string command = 3;
+   */
+  command: string;
+
+  /**
+   * Default /workspace; relative paths are under it.
+   *
+   * @generated from field: string cwd = 4;
+   */
+  cwd: string;
+
+  /**
+   * On top of the session's environment, secrets and proxy variables.
+   *
+   * @generated from field: map<string, string> env = 5;
+   */
+  env: { [key: string]: string };
+
+  /**
+   * "" for the sandbox user (others: not yet, USER_NOT_ALLOWED).
+   *
+   * @generated from field: string user = 6;
+   */
+  user: string;
+
+  /**
+   * 0: the session's call_timeout_s. The whole tree is killed at it.
+   *
+   * @generated from field: double timeout_s = 7;
+   */
+  timeoutS: number;
+
+  /**
+   * Not yet (INVALID_REQUEST).
+   *
+   * @generated from field: bool tty = 8;
+   */
+  tty: boolean;
+
+  /**
+   * @generated from field: toolruntime.v1.TerminalSize size = 9;
+   */
+  size?: TerminalSize | undefined;
+
+  /**
+   * Keep stdin open for `stdin` messages until `stdin_eof` (else /dev/null).
+   *
+   * @generated from field: bool stdin_open = 10;
+   */
+  stdinOpen: boolean;
+
+  /**
+   * Per stream; bytes past it are counted in ExecExit, not sent (0: the
+   * daemon's exec_output_cap_bytes, which also caps what is asked).
+   *
+   * @generated from field: int64 output_cap_bytes = 11;
+   */
+  outputCapBytes: bigint;
+
+  /**
+   * Names the exec in `started` (default: one the daemon makes up).
+   *
+   * @generated from field: string exec_id = 12;
+   */
+  execId: string;
+};
+
+/**
+ * Describes the message toolruntime.v1.ExecStart.
+ * Use `create(ExecStartSchema)` to create a new message.
+ */
+export const ExecStartSchema: GenMessage<ExecStart> = /*@__PURE__*/
+  messageDesc(file_toolruntime_v1_runtime, 42);
+
+/**
+ * @generated from message toolruntime.v1.ExecRequest
+ */
+export type ExecRequest = Message<"toolruntime.v1.ExecRequest"> & {
+  /**
+   * @generated from oneof toolruntime.v1.ExecRequest.kind
+   */
+  kind: {
+    /**
+     * @generated from field: toolruntime.v1.ExecStart start = 1;
+     */
+    value: ExecStart;
+    case: "start";
+  } | {
+    /**
+     * @generated from field: bytes stdin = 2;
+     */
+    value: Uint8Array;
+    case: "stdin";
+  } | {
+    /**
+     * @generated from field: bool stdin_eof = 3;
+     */
+    value: boolean;
+    case: "stdinEof";
+  } | {
+    /**
+     * @generated from field: toolruntime.v1.TerminalSize resize = 4;
+     */
+    value: TerminalSize;
+    case: "resize";
+  } | {
+    /**
+     * INT, TERM, KILL, HUP, QUIT, USR1, USR2, STOP, CONT (with or without SIG).
+     *
+     * @generated from field: string signal = 5;
+     */
+    value: string;
+    case: "signal";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message toolruntime.v1.ExecRequest.
+ * Use `create(ExecRequestSchema)` to create a new message.
+ */
+export const ExecRequestSchema: GenMessage<ExecRequest> = /*@__PURE__*/
+  messageDesc(file_toolruntime_v1_runtime, 43);
+
+/**
+ * @generated from message toolruntime.v1.ExecStarted
+ */
+export type ExecStarted = Message<"toolruntime.v1.ExecStarted"> & {
+  /**
+   * @generated from field: string exec_id = 1;
+   */
+  execId: string;
+
+  /**
+   * @generated from field: int64 pid = 2;
+   */
+  pid: bigint;
+};
+
+/**
+ * Describes the message toolruntime.v1.ExecStarted.
+ * Use `create(ExecStartedSchema)` to create a new message.
+ */
+export const ExecStartedSchema: GenMessage<ExecStarted> = /*@__PURE__*/
+  messageDesc(file_toolruntime_v1_runtime, 44);
+
+/**
+ * @generated from message toolruntime.v1.ExecExit
+ */
+export type ExecExit = Message<"toolruntime.v1.ExecExit"> & {
+  /**
+   * 128 + n for a process ended by signal n.
+   *
+   * @generated from field: int32 exit_code = 1;
+   */
+  exitCode: number;
+
+  /**
+   * The signal's name ("KILL", "TERM", ...) when a signal ended it.
+   *
+   * @generated from field: string signal = 2;
+   */
+  signal: string;
+
+  /**
+   * Killed at timeout_s.
+   *
+   * @generated from field: bool timed_out = 3;
+   */
+  timedOut: boolean;
+
+  /**
+   * @generated from field: int64 stdout_dropped_bytes = 4;
+   */
+  stdoutDroppedBytes: bigint;
+
+  /**
+   * @generated from field: int64 stderr_dropped_bytes = 5;
+   */
+  stderrDroppedBytes: bigint;
+};
+
+/**
+ * Describes the message toolruntime.v1.ExecExit.
+ * Use `create(ExecExitSchema)` to create a new message.
+ */
+export const ExecExitSchema: GenMessage<ExecExit> = /*@__PURE__*/
+  messageDesc(file_toolruntime_v1_runtime, 45);
+
+/**
+ * @generated from message toolruntime.v1.ExecEvent
+ */
+export type ExecEvent = Message<"toolruntime.v1.ExecEvent"> & {
+  /**
+   * @generated from oneof toolruntime.v1.ExecEvent.kind
+   */
+  kind: {
+    /**
+     * @generated from field: toolruntime.v1.ExecStarted started = 1;
+     */
+    value: ExecStarted;
+    case: "started";
+  } | {
+    /**
+     * @generated from field: bytes stdout = 2;
+     */
+    value: Uint8Array;
+    case: "stdout";
+  } | {
+    /**
+     * @generated from field: bytes stderr = 3;
+     */
+    value: Uint8Array;
+    case: "stderr";
+  } | {
+    /**
+     * @generated from field: toolruntime.v1.ExecExit exit = 4;
+     */
+    value: ExecExit;
+    case: "exit";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message toolruntime.v1.ExecEvent.
+ * Use `create(ExecEventSchema)` to create a new message.
+ */
+export const ExecEventSchema: GenMessage<ExecEvent> = /*@__PURE__*/
+  messageDesc(file_toolruntime_v1_runtime, 46);
+
+/**
+ * @generated from message toolruntime.v1.ReadFileRequest
+ */
+export type ReadFileRequest = Message<"toolruntime.v1.ReadFileRequest"> & {
+  /**
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+
+  /**
+   * Relative paths are under /workspace.
+   *
+   * @generated from field: string path = 2;
+   */
+  path: string;
+
+  /**
+   * @generated from field: string user = 3;
+   */
+  user: string;
+
+  /**
+   * @generated from field: int64 offset = 4;
+   */
+  offset: bigint;
+
+  /**
+   * 0: the daemon's file_max_bytes (which also caps what is asked).
+   *
+   * @generated from field: int64 max_bytes = 5;
+   */
+  maxBytes: bigint;
+};
+
+/**
+ * Describes the message toolruntime.v1.ReadFileRequest.
+ * Use `create(ReadFileRequestSchema)` to create a new message.
+ */
+export const ReadFileRequestSchema: GenMessage<ReadFileRequest> = /*@__PURE__*/
+  messageDesc(file_toolruntime_v1_runtime, 47);
+
+/**
+ * @generated from message toolruntime.v1.ReadFileChunk
+ */
+export type ReadFileChunk = Message<"toolruntime.v1.ReadFileChunk"> & {
+  /**
+   * @generated from field: bytes data = 1;
+   */
+  data: Uint8Array;
+};
+
+/**
+ * Describes the message toolruntime.v1.ReadFileChunk.
+ * Use `create(ReadFileChunkSchema)` to create a new message.
+ */
+export const ReadFileChunkSchema: GenMessage<ReadFileChunk> = /*@__PURE__*/
+  messageDesc(file_toolruntime_v1_runtime, 48);
+
+/**
+ * @generated from message toolruntime.v1.WriteFileStart
+ */
+export type WriteFileStart = Message<"toolruntime.v1.WriteFileStart"> & {
+  /**
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+
+  /**
+   * @generated from field: string path = 2;
+   */
+  path: string;
+
+  /**
+   * @generated from field: string user = 3;
+   */
+  user: string;
+
+  /**
+   * Permission bits of a file this creates (0: 0644); an existing file keeps its own.
+   *
+   * @generated from field: uint32 mode = 4;
+   */
+  mode: number;
+
+  /**
+   * @generated from field: bool make_parents = 5;
+   */
+  makeParents: boolean;
+
+  /**
+   * "replace" (default), "fail" (an existing file: ALREADY_EXISTS, reason
+   * FILE_EXISTS) or "append".
+   *
+   * @generated from field: string if_exists = 6;
+   */
+  ifExists: string;
+};
+
+/**
+ * Describes the message toolruntime.v1.WriteFileStart.
+ * Use `create(WriteFileStartSchema)` to create a new message.
+ */
+export const WriteFileStartSchema: GenMessage<WriteFileStart> = /*@__PURE__*/
+  messageDesc(file_toolruntime_v1_runtime, 49);
+
+/**
+ * @generated from message toolruntime.v1.WriteFileRequest
+ */
+export type WriteFileRequest = Message<"toolruntime.v1.WriteFileRequest"> & {
+  /**
+   * @generated from oneof toolruntime.v1.WriteFileRequest.kind
+   */
+  kind: {
+    /**
+     * @generated from field: toolruntime.v1.WriteFileStart start = 1;
+     */
+    value: WriteFileStart;
+    case: "start";
+  } | {
+    /**
+     * @generated from field: bytes data = 2;
+     */
+    value: Uint8Array;
+    case: "data";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message toolruntime.v1.WriteFileRequest.
+ * Use `create(WriteFileRequestSchema)` to create a new message.
+ */
+export const WriteFileRequestSchema: GenMessage<WriteFileRequest> = /*@__PURE__*/
+  messageDesc(file_toolruntime_v1_runtime, 50);
+
+/**
+ * @generated from message toolruntime.v1.WriteFileResponse
+ */
+export type WriteFileResponse = Message<"toolruntime.v1.WriteFileResponse"> & {
+  /**
+   * @generated from field: int64 bytes = 1;
+   */
+  bytes: bigint;
+};
+
+/**
+ * Describes the message toolruntime.v1.WriteFileResponse.
+ * Use `create(WriteFileResponseSchema)` to create a new message.
+ */
+export const WriteFileResponseSchema: GenMessage<WriteFileResponse> = /*@__PURE__*/
+  messageDesc(file_toolruntime_v1_runtime, 51);
+
+/**
+ * @generated from message toolruntime.v1.StatPathRequest
+ */
+export type StatPathRequest = Message<"toolruntime.v1.StatPathRequest"> & {
+  /**
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+
+  /**
+   * @generated from field: string path = 2;
+   */
+  path: string;
+
+  /**
+   * @generated from field: string user = 3;
+   */
+  user: string;
+};
+
+/**
+ * Describes the message toolruntime.v1.StatPathRequest.
+ * Use `create(StatPathRequestSchema)` to create a new message.
+ */
+export const StatPathRequestSchema: GenMessage<StatPathRequest> = /*@__PURE__*/
+  messageDesc(file_toolruntime_v1_runtime, 52);
+
+/**
+ * @generated from message toolruntime.v1.PathInfo
+ */
+export type PathInfo = Message<"toolruntime.v1.PathInfo"> & {
+  /**
+   * @generated from field: bool exists = 1;
+   */
+  exists: boolean;
+
+  /**
+   * "file", "directory", "symlink", "other" ("" when it does not exist).
+   *
+   * @generated from field: string type = 2;
+   */
+  type: string;
+
+  /**
+   * @generated from field: int64 size = 3;
+   */
+  size: bigint;
+
+  /**
+   * Permission bits and the set-id/sticky bits (st_mode & 0o7777).
+   *
+   * @generated from field: uint32 mode = 4;
+   */
+  mode: number;
+
+  /**
+   * Unix seconds.
+   *
+   * @generated from field: double mtime = 5;
+   */
+  mtime: number;
+
+  /**
+   * @generated from field: string link_target = 6;
+   */
+  linkTarget: string;
+};
+
+/**
+ * Describes the message toolruntime.v1.PathInfo.
+ * Use `create(PathInfoSchema)` to create a new message.
+ */
+export const PathInfoSchema: GenMessage<PathInfo> = /*@__PURE__*/
+  messageDesc(file_toolruntime_v1_runtime, 53);
+
+/**
  * @generated from service toolruntime.v1.ToolRuntime
  */
 export const ToolRuntime: GenService<{
@@ -1485,6 +1980,51 @@ export const ToolRuntime: GenService<{
     methodKind: "unary";
     input: typeof DeleteSnapshotRequestSchema;
     output: typeof DeleteSnapshotResponseSchema;
+  },
+  /**
+   * Programs (harnesses, SDKs, the CLI) on the same sessions: a process
+   * with bytes in and out, and files anywhere the sandbox user may reach
+   * (the allowlist governs the model's file tools only). Each spends one
+   * of the session's max_calls and one of the tenant's call rate. Every
+   * error carries google.rpc.ErrorInfo{domain: "toolrt", reason} in the
+   * status details (reasons in DESIGN: FILE_NOT_FOUND, IS_A_DIRECTORY, ...).
+   * The first message is `start`; stdin, stdin_eof and signals follow. The
+   * process tree is killed when the stream ends before `exit`.
+   *
+   * @generated from rpc toolruntime.v1.ToolRuntime.Exec
+   */
+  exec: {
+    methodKind: "bidi_streaming";
+    input: typeof ExecRequestSchema;
+    output: typeof ExecEventSchema;
+  },
+  /**
+   * A file's bytes from `offset`; over `max_bytes` FILE_TOO_LARGE, never a cut.
+   *
+   * @generated from rpc toolruntime.v1.ToolRuntime.ReadFile
+   */
+  readFile: {
+    methodKind: "server_streaming";
+    input: typeof ReadFileRequestSchema;
+    output: typeof ReadFileChunkSchema;
+  },
+  /**
+   * The first message is `start`; the file's bytes follow.
+   *
+   * @generated from rpc toolruntime.v1.ToolRuntime.WriteFile
+   */
+  writeFile: {
+    methodKind: "client_streaming";
+    input: typeof WriteFileRequestSchema;
+    output: typeof WriteFileResponseSchema;
+  },
+  /**
+   * @generated from rpc toolruntime.v1.ToolRuntime.StatPath
+   */
+  statPath: {
+    methodKind: "unary";
+    input: typeof StatPathRequestSchema;
+    output: typeof PathInfoSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_toolruntime_v1_runtime, 0);
