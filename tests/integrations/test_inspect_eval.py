@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from docs_page import blocks, run_example
 from inspect_ai import Task, eval
 from inspect_ai.dataset import Sample
 from inspect_ai.model import ModelOutput, get_model
@@ -15,7 +16,6 @@ from inspect_ai.scorer import Score, Target, accuracy, scorer
 from inspect_ai.solver import TaskState, generate, use_tools
 from inspect_ai.tool import bash
 from inspect_ai.util import sandbox
-from test_docs_examples import blocks, run_example
 
 from runtime.integrations.inspect import ToolrtSandboxConfig
 
