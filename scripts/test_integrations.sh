@@ -19,7 +19,7 @@ PYTHON=${PYTHON:-python3}
 VENV=.venv-integrations
 STAMP=$VENV/.installed
 CONSTRAINTS=tests/integrations/constraints.txt
-EXTRAS="mini-swe-agent,deepagents,openai-agents"
+EXTRAS="mini-swe-agent,deepagents,inspect,openai-agents"
 
 if [[ ! -f $STAMP || pyproject.toml -nt $STAMP || $CONSTRAINTS -nt $STAMP ]]; then
     rm -rf "$VENV"

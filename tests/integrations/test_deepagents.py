@@ -17,7 +17,8 @@ from runtime.integrations.deepagents import SandboxGone, ToolrtSandbox, get_or_c
 
 BUGGY = "def add(a, b):\n    return a - b\n"
 TESTS = "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
-# -B: no bytecode cache, which cannot tell the fix (same size, same second) from the bug.
+# -B: the fix is the same size as the bug and lands within the second, so
+# a cached .pyc would look current (as in any Python, sandboxed or not).
 RUN_TESTS = "cd /workspace/proj && python3 -B -m pytest -q"
 
 

@@ -3,31 +3,17 @@ only `model`, a scripted stand-in for the reader's own."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 from agents.testing import ScriptedModel, assistant_message, function_call
+from docs_page import blocks, run_example
 from langchain_core.messages import AIMessage
 from minisweagent.environments import get_environment
 from scripted import DeterministicModel, ScriptedChatModel, make_output, tool_call
 
 from runtime.integrations.minisweagent import ToolrtEnvironment
-
-PAGE = Path(__file__).resolve().parents[2] / "docs" / "integrations.md"
-
-
-def blocks(section: str, language: str) -> list[str]:
-    """The `language` code blocks of the page's `## section`."""
-    text = PAGE.read_text().split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
-    return re.findall(rf"```{language}\n(.*?)```", text, flags=re.DOTALL)
-
-
-def run_example(code: str, model: Any, capsys: pytest.CaptureFixture[str]) -> str:
-    exec(compile(code, str(PAGE), "exec"), {"model": model})
-    return capsys.readouterr().out
 
 
 def test_the_mini_swe_agent_config_names_the_environment() -> None:

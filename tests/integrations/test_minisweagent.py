@@ -41,7 +41,8 @@ def test_default_agent_fixes_a_bug_named_by_class_path_in_a_config() -> None:
     assert isinstance(env, ToolrtEnvironment)
     try:
         seed_repository(env)
-        # -B: no bytecode cache, which cannot tell the fix (same size, same second) from the bug.
+        # -B: the fix is the same size as the bug and lands within the second,
+        # so a cached .pyc would look current (as in any Python).
         model = scripted(
             "python3 -B -m pytest -q",
             "sed -i 's/a - b/a + b/' calc.py",
