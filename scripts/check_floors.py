@@ -40,13 +40,16 @@ REQUIRED_MODULES = [
 
 # Run inside the scratch venv, from outside the source tree (`python -I`), so
 # only the installed copy can answer. The agent is skipped: it runs inside the
-# sandbox on the image's own Python and imports the stdlib only.
+# sandbox on the image's own Python and imports the stdlib only. So are the
+# harness providers: each needs its optional extra (make test-integrations
+# installs those at the versions it tests).
 IMPORT_CHECK = """
 import importlib, pkgutil, sys, traceback
 import runtime
 required = sys.argv[1:]
 found = [m.name for m in pkgutil.walk_packages(runtime.__path__, "runtime.")
-         if not m.name.startswith("runtime.agent") and not m.name.endswith(".__main__")]
+         if not m.name.startswith(("runtime.agent", "runtime.integrations."))
+         and not m.name.endswith(".__main__")]
 names = list(dict.fromkeys([*required, *found]))
 failed = []
 for name in names:
