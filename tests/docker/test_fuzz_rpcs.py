@@ -109,6 +109,10 @@ def close_others(client: Client, keep: str) -> None:
             client.close_session(session.id)
 
 
+# Each example starts (and removes) a sandbox: under gVisor on a loaded host
+# the 30 take longer than the suite's 120 s per test, and a timeout would be
+# taken for a failure and shrunk.
+@pytest.mark.timeout(600)
 @given(request=drawn(create_requests))
 @fuzz_settings(30)
 def test_create_session_answers_any_fields(fuzzed, request):
