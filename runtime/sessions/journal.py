@@ -47,7 +47,7 @@ from typing import Any, Protocol
 from runtime import cpu
 from runtime.errors import DaemonStopping, InvalidArguments, OutcomeUnknown
 from runtime.models import ToolCall, ToolResult
-from runtime.tools.validation import Arguments, read_arguments
+from runtime.tools.validation import Arguments, read_arguments, text_slices
 
 _EXACT_FLOAT_INTS = 2**53
 
@@ -73,16 +73,20 @@ def fingerprint(call: ToolCall, arguments: Arguments | None = None) -> str:
     """
     if arguments is None:
         arguments = read_arguments(call.arguments_json)
+    digest = hashlib.sha256(f"{call.name}\x00".encode("utf-8", "surrogatepass"))
     if arguments.value is None:
         # Not JSON, or beyond what validation takes (which refuses it
-        # anyway): the exact text is the call.
-        canonical = "\x00raw\x00" + call.arguments_json
+        # anyway): the exact text is the call (hashed a slice at a time: it
+        # may be many megabytes).
+        digest.update(b"\x00raw\x00")
+        for piece in text_slices(call.arguments_json):
+            digest.update(piece)
     else:
         # An optional argument sent as null means absent (DESIGN.md).
         present = {k: _canonical(v) for k, v in arguments.value.items() if v is not None}
         canonical = json.dumps(present, sort_keys=True, separators=(",", ":"))
-    data = f"{call.name}\x00{canonical}".encode("utf-8", "surrogatepass")
-    return hashlib.sha256(data).hexdigest()
+        digest.update(canonical.encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()
 
 
 class JournalSink(Protocol):

@@ -167,3 +167,20 @@ def test_results_are_bounded_by_bytes():
         run(journal, counter, shell(f"c{i}", "{}"))
     assert journal.kept_bytes <= 3000 and 1 <= len(journal) <= 3
     assert run(journal, counter, shell("c9", "{}")).output["run"] == 10
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["x" * 3_000_000, "é" * 700_000 + "\ud800" + "😀" * 300_000, '{"command": "ls"', "[1]"],
+)
+def test_a_large_or_raw_text_is_fingerprinted_as_one_piece_would_be(text):
+    # Hashed a slice at a time (so no one encode holds the interpreter lock
+    # for megabytes), the fingerprint is still that of the whole text: ids
+    # stored before keep matching after an upgrade.
+    import hashlib
+
+    from runtime.sessions.journal import fingerprint
+
+    call = ToolCall(id="c", name="shell", arguments_json=text)
+    whole = f"shell\x00\x00raw\x00{text}".encode("utf-8", "surrogatepass")
+    assert fingerprint(call) == hashlib.sha256(whole).hexdigest()
