@@ -13,7 +13,7 @@ from typing import Any
 
 import grpc
 import pytest
-from hypothesis import event, given
+from hypothesis import assume, event, given
 from hypothesis import strategies as st
 
 from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
@@ -42,6 +42,7 @@ from tests.fuzzing import (
     valid_utf8,
     watched,
 )
+from tests.helpers import under_gvisor
 
 pytestmark = [pytest.mark.docker, pytest.mark.fuzz]
 
@@ -109,6 +110,9 @@ def close_others(client: Client, keep: str) -> None:
             client.close_session(session.id)
 
 
+MIN_BOOTING_CPUS = 0.1
+
+
 # Each example starts (and removes) a sandbox: under gVisor on a loaded host
 # the 30 take longer than the suite's 120 s per test, and a timeout would be
 # taken for a failure and shrunk.
@@ -117,6 +121,10 @@ def close_others(client: Client, keep: str) -> None:
 @fuzz_settings(30)
 def test_create_session_answers_any_fields(fuzzed, request):
     client, session = fuzzed
+    # gVisor's kernel does not boot within create_timeout_s on the smallest
+    # CPU share (DESIGN's platform notes; test_session_limits runs it on runc).
+    cpus = request.value.limits.cpus
+    assume(not (under_gvisor() and 0 < cpus < MIN_BOOTING_CPUS))
     answer = rpc(client.stub.CreateSession, request.value)
     if isinstance(answer, pb.Session):
         event("created")
