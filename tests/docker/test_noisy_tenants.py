@@ -81,13 +81,16 @@ def test_a_connect_flood_writes_a_few_audit_lines_and_others_are_served(make_dae
     for session_id, connections in zip(ids, made, strict=True):
         network = [r for r in records if r["event"] == "network" and r["session_id"] == session_id]
         written = [r for r in network if r["decision"] != "repeated"]
-        (repeated,) = [r for r in network if r["decision"] == "repeated"]
+        repeated = [r for r in network if r["decision"] == "repeated"]
         # Five lines as they happened, one for the rest of the minute: every
-        # connection counted, a few lines however many there were.
+        # connection counted, a few lines however many there were. (A flood
+        # of a few seconds may straddle a minute: then twice that.)
         assert connections > 40, connections
-        assert len(written) == 5 and len(written) + repeated["count"] == connections
+        assert len(repeated) in (1, 2), repeated
+        assert 5 <= len(written) <= 5 * 2, written
+        assert len(written) + sum(r["count"] for r in repeated) == connections
         assert {r["tenant"] for r in network} == {"alice"}
-        assert repeated["repeats"]["other"] > 0
+        assert sum(r["repeats"]["other"] for r in repeated) > 0
     assert any(r["event"] == "call" and r["tenant"] == "bob" for r in records)
 
 

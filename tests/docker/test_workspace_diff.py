@@ -130,7 +130,7 @@ def test_a_batch_of_diffs_of_a_big_workspace_keeps_the_daemon_small(client):
     # 1,200 text files of ~135 KiB (small enough to diff each): 160 MiB.
     make = "for i in $(seq 1200); do head -c 100000 /dev/urandom | base64 > f$i.txt; done"
     with client.session(limits={"workspace_bytes": 320 << 20}) as session:
-        assert session.shell(make, timeout_s=300).ok
+        assert session.shell(make, timeout_s=300, idle_timeout_s=300).ok  # quiet, slow under gVisor
         snap = session.snapshot()
         edit = "echo changed >> f7.txt && rm f8.txt && echo new > new.txt"
         assert session.shell(edit).ok
