@@ -24,9 +24,12 @@ MiB = 1 << 20
 GiB = 1 << 30
 
 
-# The smallest CPU share a container can get: a CFS quota of 1 ms per
-# 100 ms period (runc refuses less; a quota rounded down to 0 is no limit).
-MIN_CPUS = 0.01
+# The smallest CPU share a session gets. runc refuses a CFS quota under 1 ms
+# per 100 ms period (0.01 CPUs) and a quota rounded down to 0 is no limit, but
+# 0.01 is not enough either: the container's own init and the agent start
+# inside the quota, and at 0.01 CPUs `docker start` alone can take minutes, far
+# past create_timeout_s. At 0.1 CPUs a sandbox starts in a few seconds.
+MIN_CPUS = 0.1
 
 
 class Limits(BaseModel):

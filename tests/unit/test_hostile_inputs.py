@@ -147,7 +147,7 @@ def test_a_download_of_a_tree_deeper_than_the_agents_stack_is_limit_exceeded(ses
 def test_less_cpu_than_the_engine_can_enforce_gets_the_least_it_can():
     asked = Limits.model_validate(dict.fromkeys(Limits.model_fields, 0) | {"cpus": 1e-9})
     merged = asked.merged_over(Limits(), Limits())
-    assert merged.cpus == 0.01
+    assert merged.cpus == 0.1
     unlimited = Limits(cpus=0).merged_over(Limits(cpus=0), Limits(cpus=2))
     assert unlimited.cpus == 0  # 0 is the operator's "no CPU limit", kept as it is
 
