@@ -431,7 +431,7 @@ class AgentClient:
         self,
         request: protocol.Spawn,
         argv: list[str],
-        inputs: AsyncIterable[tuple[protocol.Stdin | protocol.Signal, bytes]],
+        inputs: AsyncIterable[tuple[protocol.ProgramInput, bytes]],
     ) -> AsyncGenerator[tuple[protocol.Message, bytes], None]:
         """Run a program: its Spawned event, its Output events (with their
         chunks) as the caller takes them, and last its SpawnExit.
@@ -455,7 +455,7 @@ class AgentClient:
 
         async def feed(request_id: int) -> None:
             async for message, data in inputs:
-                if isinstance(message, protocol.Signal):
+                if not isinstance(message, protocol.Stdin):  # a signal, a resize
                     await self.channel.send(message, request_id)
                     continue
                 pieces = [

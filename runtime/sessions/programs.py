@@ -61,6 +61,11 @@ REASONS: dict[type[ToolFailure], str] = {
 IF_EXISTS = ("replace", "fail", "append")
 
 
+# A terminal's TERM unless the exec's env names one (as `docker run -t`;
+# commands without a terminal keep the session's "dumb").
+TTY_TERM = "xterm"
+
+
 @dataclass
 class ExecSpec:
     """What an Exec's first message asks for."""
@@ -73,6 +78,8 @@ class ExecSpec:
     user: str = ""
     timeout_s: float = 0.0
     tty: bool = False
+    rows: int = 0
+    cols: int = 0
     stdin_open: bool = False
     output_cap_bytes: int = 0
     exec_id: str = ""
@@ -217,11 +224,12 @@ class Programs:
         self,
         tenant: str,
         spec: ExecSpec,
-        inputs: AsyncIterable[tuple[protocol.Stdin | protocol.Signal, bytes]],
+        inputs: AsyncIterable[tuple[protocol.ProgramInput, bytes]],
     ) -> AsyncGenerator[tuple[protocol.Message, bytes], None]:
         """Run the program, fed by `inputs`: its Spawned event, its Output
         events as the caller takes them, and last its SpawnExit. Closing
-        this early kills the program's whole tree."""
+        this early kills the program's whole tree. Under a terminal (`tty`)
+        stdin is always open: a terminal is typed into."""
         argv = self.argv_of(spec)
         cwd = in_sandbox(spec.cwd or WORKSPACE, "cwd")
         for name, value in spec.env.items():
@@ -229,8 +237,8 @@ class Programs:
             if problem:
                 msg = f"environment variable {name[:60]!r}: {problem}"
                 raise refused(msg)
-        if spec.tty:
-            msg = "tty is not available in this version: run without a terminal"
+        if spec.tty and self._config.agent == "static":
+            msg = "tty: the static agent has no terminals yet (agent = \"python\" has)"
             raise refused(msg)
         if not 0 <= spec.timeout_s <= NO_TIMEOUT_S or spec.output_cap_bytes < 0:
             msg = (
@@ -241,12 +249,18 @@ class Programs:
         ceiling = self._config.exec_output_cap_bytes
         async with self._session(tenant, spec.session_id, spec.user) as session:
             timeout = spec.timeout_s or session.limits.call_timeout_s or NO_TIMEOUT_S
+            env = command_env(session.env, spec.env)
+            if spec.tty and "TERM" not in spec.env:
+                env["TERM"] = TTY_TERM
             request = protocol.Spawn(
                 cwd=cwd,
-                env=command_env(session.env, spec.env),
+                env=env,
                 timeout_s=timeout,
                 grace_s=self._config.kill_grace_s,
-                stdin_open=spec.stdin_open,
+                stdin_open=spec.stdin_open or spec.tty,
+                tty=spec.tty,
+                rows=spec.rows,
+                cols=spec.cols,
                 output_cap=min(spec.output_cap_bytes or ceiling, ceiling),
             )
             events = session.sandbox.agent.spawn(request, argv, inputs)

@@ -805,6 +805,9 @@ type Spawn struct {
 	Window       int64
 	OutputCap    int64
 	OutputWindow int64
+	Tty          bool
+	Rows         int64
+	Cols         int64
 }
 
 // NewSpawn is a Spawn with protocol.py's defaults.
@@ -818,6 +821,9 @@ func NewSpawn() Spawn {
 		Window:       4,
 		OutputCap:    16777216,
 		OutputWindow: 16,
+		Tty:          false,
+		Rows:         0,
+		Cols:         0,
 	}
 }
 
@@ -832,6 +838,9 @@ func (m *Spawn) encodeFields(e *encoder) {
 	e.int("window", m.Window)
 	e.int("output_cap", m.OutputCap)
 	e.int("output_window", m.OutputWindow)
+	e.boolean("tty", m.Tty)
+	e.int("rows", m.Rows)
+	e.int("cols", m.Cols)
 }
 
 func (m *Spawn) decodeFields(raw map[string]json.RawMessage) error {
@@ -857,6 +866,15 @@ func (m *Spawn) decodeFields(raw map[string]json.RawMessage) error {
 		return err
 	}
 	if err := field(raw, "output_window", &m.OutputWindow, false, "Spawn.output_window"); err != nil {
+		return err
+	}
+	if err := field(raw, "tty", &m.Tty, false, "Spawn.tty"); err != nil {
+		return err
+	}
+	if err := field(raw, "rows", &m.Rows, false, "Spawn.rows"); err != nil {
+		return err
+	}
+	if err := field(raw, "cols", &m.Cols, false, "Spawn.cols"); err != nil {
 		return err
 	}
 	return nil

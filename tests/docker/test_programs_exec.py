@@ -80,9 +80,6 @@ def test_a_missing_or_unexecutable_program_is_refused_before_it_starts(session):
     with pytest.raises(RemotePermissionError) as user:
         session.exec(["true"], user="root")
     assert user.value.reason == "USER_NOT_ALLOWED"
-    with pytest.raises(ToolrtRpcError) as tty:
-        session.exec(["true"], tty=True)
-    assert tty.value.reason == "INVALID_REQUEST"
 
 
 def test_a_timeout_kills_the_whole_tree(session, docker_client):

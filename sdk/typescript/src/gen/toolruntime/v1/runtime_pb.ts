@@ -1380,7 +1380,9 @@ export type ExecStart = Message<"toolruntime.v1.ExecStart"> & {
   timeoutS: number;
 
   /**
-   * Not yet (INVALID_REQUEST).
+   * A pseudo-terminal as the program's controlling terminal, stdin, stdout
+   * and stderr (all output arrives as `stdout`; stdin is open), of `size`
+   * (resized by `resize`); TERM defaults to xterm.
    *
    * @generated from field: bool tty = 8;
    */
