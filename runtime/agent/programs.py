@@ -32,18 +32,16 @@ from __future__ import annotations
 
 import collections
 import errno
-import fcntl
 import os
 import selectors
 import signal
-import struct
-import termios
 from typing import TYPE_CHECKING, Callable, Deque, Dict, Optional, Set, Tuple
 
 from . import calls, flow, healing, procs, protocol
 from .capture import Capture
 from .ops import operation
 from .redact import Redactor
+from .terminal import open_terminal, set_window
 
 if TYPE_CHECKING:
     from .loop import Agent
@@ -120,22 +118,6 @@ class Program(calls.Call):
         self.credits: Optional[OutputCredits] = None
         # Its terminal's master side, kept for resizes and signals (-1: none).
         self.terminal = -1
-
-
-def open_terminal(rows: int, cols: int) -> Tuple[int, int]:
-    """A pseudo-terminal (master, slave), both close-on-exec, its window
-    rows x cols when both are given."""
-    master, slave = os.openpty()
-    if rows > 0 and cols > 0:
-        set_window(master, rows, cols)
-    return master, slave
-
-
-def set_window(fd: int, rows: int, cols: int) -> None:
-    """A terminal's window size; the kernel signals SIGWINCH to its
-    foreground process group when it changes."""
-    size = struct.pack("HHHH", min(rows, 0xFFFF), min(cols, 0xFFFF), 0, 0)
-    fcntl.ioctl(fd, termios.TIOCSWINSZ, size)
 
 
 def _sender(send: Callable[[str, bytes], None], name: str) -> Callable[[bytes], None]:

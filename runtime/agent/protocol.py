@@ -212,6 +212,10 @@ class Exec(Message):
     # Stream output as Output events, up to stream_cap bytes.
     stream: bool = False
     stream_cap: int = 8 << 20
+    # A background command under a terminal (TTY_ROWS x TTY_COLS) as its
+    # controlling terminal, stdin, stdout and stderr (one stream, "stdout");
+    # ProcessInput types into it.
+    tty: bool = False
 
 
 @records.record
@@ -303,6 +307,28 @@ class ProcessOutput(Message):
 
     OP: ClassVar[str] = "process_output"
     process_id: str = ""
+
+
+# The window of a background command's terminal: wide, so that a model
+# reads lines whole.
+TTY_ROWS = 50
+TTY_COLS = 200
+
+
+@records.record
+class ProcessInput(Message):
+    """Type the body into a background process's terminal; answered with
+    InputWritten (what the terminal took now), or NOT_FOUND /
+    INVALID_ARGUMENTS (no terminal, or it has ended)."""
+
+    OP: ClassVar[str] = "process_input"
+    process_id: str = ""
+
+
+@records.record
+class InputWritten(Message):
+    OP: ClassVar[str] = "input_written"
+    written: int = 0
 
 
 @records.record

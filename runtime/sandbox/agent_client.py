@@ -231,6 +231,13 @@ class AgentClient:
             protocol.ProcessOutput(process_id=process_id), protocol.ProcessReply
         )
 
+    async def process_input(self, process_id: str, data: bytes) -> int:
+        """Type `data` into a background process's terminal; the bytes it took."""
+        reply, _ = await self._call(
+            protocol.ProcessInput(process_id=process_id), protocol.InputWritten, data
+        )
+        return reply.written
+
     async def process_kill(self, process_id: str) -> protocol.ProcessReply:
         reply, _ = await self._call(
             protocol.ProcessKill(process_id=process_id), protocol.ProcessReply

@@ -158,6 +158,7 @@ type Exec struct {
 	HeadFraction      float64
 	Stream            bool
 	StreamCap         int64
+	Tty               bool
 }
 
 // NewExec is a Exec with protocol.py's defaults.
@@ -186,6 +187,7 @@ func NewExec() Exec {
 		HeadFraction:      0.2,
 		Stream:            false,
 		StreamCap:         8388608,
+		Tty:               false,
 	}
 }
 
@@ -215,6 +217,7 @@ func (m *Exec) encodeFields(e *encoder) {
 	e.float("head_fraction", m.HeadFraction)
 	e.boolean("stream", m.Stream)
 	e.int("stream_cap", m.StreamCap)
+	e.boolean("tty", m.Tty)
 }
 
 func (m *Exec) decodeFields(raw map[string]json.RawMessage) error {
@@ -285,6 +288,9 @@ func (m *Exec) decodeFields(raw map[string]json.RawMessage) error {
 		return err
 	}
 	if err := field(raw, "stream_cap", &m.StreamCap, false, "Exec.stream_cap"); err != nil {
+		return err
+	}
+	if err := field(raw, "tty", &m.Tty, false, "Exec.tty"); err != nil {
 		return err
 	}
 	return nil
