@@ -13,7 +13,6 @@ from runtime.errors import CallTimeout, FileMissing, InvalidArguments, LimitExce
 from runtime.tools.base import NO_TERMINALS, Tool, ToolContext
 from runtime.tools.network import NO_NETWORK_SHELL
 from runtime.tools.output import render_stream
-from runtime.tools.paths import checked_path
 from runtime.tools.shell_state import HOME
 from runtime.tools.validation import command_too_long, env_problem, no_nul
 
@@ -259,8 +258,6 @@ async def run_shell(ctx: ToolContext, args: ShellArgs) -> dict[str, Any]:
         raise InvalidArguments(msg)
     if args.tty and not ctx.terminals:
         raise InvalidArguments(NO_TERMINALS)
-    if args.cwd is not None:
-        await checked_path(ctx, args.cwd, field="cwd")  # the allowlist's read roots govern cwd
     session_env = state.environment({**BASE_ENV, **ctx.env})
     env = {**session_env, **(args.env or {})}
     request = exec_request(ctx, args, args.cwd or state.cwd, env, ctx.call_id, session_env)
@@ -285,7 +282,7 @@ async def run_shell(ctx: ToolContext, args: ShellArgs) -> dict[str, Any]:
     output = shell_output(result, data, ctx.redactor)
     notes += result.notes
     if result.shell_state is not None:
-        note = state.record(result.shell_state, env, args.persist_env, ctx.allowlist, ctx.redactor)
+        note = state.record(result.shell_state, env, args.persist_env, ctx.redactor)
         if note:
             notes.append(note)
     if notes:

@@ -241,10 +241,7 @@ PYTHON_AGENT_CHECKS.update(
 def test_static_agent_passes_the_python_agents_checks(
     static_client: Any, docker_client: Any, name: str
 ) -> None:
-    # The default allowlist, as the checks' own sessions have; cd's check
-    # moves to /tmp, which its session may read.
-    roots = ["/workspace", "/tmp"] if name == "cd persists" else ["/workspace"]
-    with static_client.session(allowlist={"read_roots": roots, "write_roots": roots}) as session:
+    with static_client.session() as session:
         PYTHON_AGENT_CHECKS[name](static_client, session, docker_client)
 
 
