@@ -146,6 +146,9 @@ class Programs:
         # A file read or write holds a window of chunks in the daemon: it
         # takes a transfer slot, as an upload or a download does.
         self._slots = slots
+        # (tenant, session, exec_id) of the execs running under a client's
+        # exec_id: a retried start of one is refused, never run twice.
+        self._exec_ids: set[tuple[str, str, str]] = set()
 
     @contextlib.asynccontextmanager
     async def _session(self, tenant: str, session_id: str, user: str) -> AsyncIterator[Session]:
@@ -247,26 +250,53 @@ class Programs:
             )
             raise refused(msg)
         ceiling = self._config.exec_output_cap_bytes
-        async with self._session(tenant, spec.session_id, spec.user) as session:
-            timeout = spec.timeout_s or session.limits.call_timeout_s or NO_TIMEOUT_S
-            env = command_env(session.env, spec.env)
-            if spec.tty and "TERM" not in spec.env:
-                env["TERM"] = TTY_TERM
-            request = protocol.Spawn(
-                cwd=cwd,
-                env=env,
-                timeout_s=timeout,
-                grace_s=self._config.kill_grace_s,
-                stdin_open=spec.stdin_open or spec.tty,
-                tty=spec.tty,
-                rows=spec.rows,
-                cols=spec.cols,
-                output_cap=min(spec.output_cap_bytes or ceiling, ceiling),
+        with self._running_as(tenant, spec):
+            async with self._session(tenant, spec.session_id, spec.user) as session:
+                events = session.sandbox.agent.spawn(
+                    self.spawn_request(spec, session, cwd, ceiling), argv, inputs
+                )
+                async with contextlib.aclosing(events):
+                    async for event in events:
+                        yield event
+
+    @contextlib.contextmanager
+    def _running_as(self, tenant: str, spec: ExecSpec) -> Iterator[None]:
+        """Hold the exec's exec_id (if the client named one) while it runs."""
+        if not spec.exec_id:
+            yield
+            return
+        key = (tenant, spec.session_id, spec.exec_id)
+        if key in self._exec_ids:
+            msg = (
+                f"exec_id {spec.exec_id[:80]!r} is running in this session: a retried start "
+                "is not run twice (wait for its end, or name another exec_id)"
             )
-            events = session.sandbox.agent.spawn(request, argv, inputs)
-            async with contextlib.aclosing(events):
-                async for event in events:
-                    yield event
+            raise refused(msg)
+        self._exec_ids.add(key)
+        try:
+            yield
+        finally:
+            self._exec_ids.discard(key)
+
+    def spawn_request(
+        self, spec: ExecSpec, session: Session, cwd: str, ceiling: int
+    ) -> protocol.Spawn:
+        """The agent's Spawn for an exec in `session`."""
+        timeout = spec.timeout_s or session.limits.call_timeout_s or NO_TIMEOUT_S
+        env = command_env(session.env, spec.env)
+        if spec.tty and "TERM" not in spec.env:
+            env["TERM"] = TTY_TERM
+        return protocol.Spawn(
+            cwd=cwd,
+            env=env,
+            timeout_s=timeout,
+            grace_s=self._config.kill_grace_s,
+            stdin_open=spec.stdin_open or spec.tty,
+            tty=spec.tty,
+            rows=spec.rows,
+            cols=spec.cols,
+            output_cap=min(spec.output_cap_bytes or ceiling, ceiling),
+        )
 
     @staticmethod
     def argv_of(spec: ExecSpec) -> list[str]:

@@ -1409,7 +1409,9 @@ export type ExecStart = Message<"toolruntime.v1.ExecStart"> & {
   outputCapBytes: bigint;
 
   /**
-   * Names the exec in `started` (default: one the daemon makes up).
+   * Names the exec in `started` (default: one the daemon makes up). A start
+   * naming an exec_id still running in the session is refused
+   * (INVALID_REQUEST): a retried start never runs twice.
    *
    * @generated from field: string exec_id = 12;
    */
