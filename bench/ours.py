@@ -229,6 +229,30 @@ def execute_true(d: Daemon, n: int, cpu: dict[str, float]) -> Sample:
         return sample
 
 
+def python_calls(client: Client, n: int, sessions: int) -> tuple[Sample, Sample, Sample]:
+    """The python tool: its first call in a session (the interpreter starts),
+    then warm `1+1` beside `shell python3 -c '1+1'` (a new process per call)."""
+    first = Sample("toolrt python first call")
+    for _ in range(sessions):
+        with client.session() as s:
+            started = time.perf_counter()
+            python(client, s.id, "1+1")
+            first.times.append(time.perf_counter() - started)
+    with client.session() as s:
+        warm = timed("toolrt python 1+1 (warm)", n, lambda: python(client, s.id, "1+1"))
+        cmd = "python3 -c '1+1'"
+        fresh = timed("toolrt shell python3 -c 1+1", n, lambda: shell(client, s.id, cmd))
+    return first, warm, fresh
+
+
+def python(client: Client, session_id: str, code: str) -> Any:
+    result = client.call(session_id, "python", {"code": code})
+    if not result.ok:
+        msg = f"python {code!r} failed: {result.error_code} {result.error_message}"
+        raise RuntimeError(msg)
+    return result
+
+
 def file_ops(d: Daemon, n: int) -> tuple[Sample, Sample]:
     why = ""
     if "write_file" not in d.tools or "read_file" not in d.tools:
