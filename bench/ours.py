@@ -184,9 +184,14 @@ def featured(
 
 
 def shell(client: Client, session_id: str, command: str) -> Any:
-    result = client.call(session_id, "shell", {"command": command})
+    return called(client, session_id, "shell", {"command": command})
+
+
+def called(client: Client, session_id: str, tool: str, arguments: dict[str, Any]) -> Any:
+    """A tool call's result; RuntimeError if it failed."""
+    result = client.call(session_id, tool, arguments)
     if not result.ok:
-        msg = f"shell {command!r} failed: {result.error_code} {result.error_message}"
+        msg = f"{tool} {arguments!r} failed: {result.error_code} {result.error_message}"
         raise RuntimeError(msg)
     return result
 
@@ -246,11 +251,7 @@ def python_calls(client: Client, n: int, sessions: int) -> tuple[Sample, Sample,
 
 
 def python(client: Client, session_id: str, code: str) -> Any:
-    result = client.call(session_id, "python", {"code": code})
-    if not result.ok:
-        msg = f"python {code!r} failed: {result.error_code} {result.error_message}"
-        raise RuntimeError(msg)
-    return result
+    return called(client, session_id, "python", {"code": code})
 
 
 def file_ops(d: Daemon, n: int) -> tuple[Sample, Sample]:
