@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from runtime.agent import protocol
-from runtime.errors import FileMissing, ProgramError, ToolFailure
+from runtime.errors import ProgramError, ToolFailure
 from runtime.sandbox.agent_client import AgentClient
 from runtime.sandbox.backend import AGENT_DIR_IN_SANDBOX
 
@@ -32,6 +32,14 @@ START_SECONDS = 30.0
 STDERR_KEPT = 4096
 
 Input = tuple[protocol.Stdin | protocol.Signal, bytes]
+
+
+class CannotStart(ToolFailure):
+    """The interpreter did not start (the caller finds out why: no python3, no Spawn)."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(f"the Python interpreter could not start: {why}")
+        self.why = why
 
 
 class Ended(Exception):
@@ -70,17 +78,8 @@ class Interpreter:
             raise ToolFailure(msg) from None
         if ready is None:
             await self.stop()
-            raise self._start_failure()
+            raise CannotStart(self.ended)
         return self
-
-    def _start_failure(self) -> ToolFailure:
-        why = self.ended
-        if "FILE_NOT_FOUND" in why or "No such file" in why:
-            return FileMissing(
-                "this session's image has no python3, which the python tool needs; "
-                "use the shell tool, or create the session from an image with Python 3"
-            )
-        return ToolFailure(f"the Python interpreter could not start: {why}")
 
     async def _fed(self) -> AsyncIterator[Input]:
         while (item := await self._inputs.get()) is not None:

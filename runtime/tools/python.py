@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from runtime.errors import CallTimeout, ExecutionError, LimitExceeded
+from runtime.agent import protocol
+from runtime.errors import CallTimeout, ExecutionError, FileMissing, LimitExceeded, ToolFailure
 from runtime.tools.base import Tool, ToolContext
-from runtime.tools.interpreter import Ended, Interpreter
+from runtime.tools.interpreter import CannotStart, Ended, Interpreter
 from runtime.tools.output import render_stream
 from runtime.tools.shell import command_env
 
@@ -98,7 +100,10 @@ async def run(ctx: ToolContext, args: PythonArgs) -> dict[str, Any]:
         ceiling = memory_ceiling(ctx.limits.memory_bytes)
         if ceiling:
             env["TOOLRT_INTERPRETER_MEMORY"] = str(ceiling)
-        state.interpreter = await Interpreter.start(ctx.agent, env)
+        try:
+            state.interpreter = await Interpreter.start(ctx.agent, env)
+        except CannotStart as failed:
+            raise await _why_not_started(ctx, failed) from None
     interpreter = state.interpreter
     timeout = min(args.timeout_s or ctx.limits.call_timeout_s, ctx.limits.call_timeout_s)
     restarted = bool(notes)
@@ -136,6 +141,26 @@ async def run(ctx: ToolContext, args: PythonArgs) -> dict[str, Any]:
         msg = f"{error.get('name')}: {error.get('message')}"
         raise ExecutionError(msg, output)
     return output
+
+
+async def _why_not_started(ctx: ToolContext, failed: CannotStart) -> ToolFailure:
+    """What the model is told when the interpreter cannot start: the image has
+    no python3, or the sandbox's agent cannot run it (the static agent has no
+    Spawn)."""
+    probe = protocol.Exec(command="command -v python3", env=command_env(ctx.env, None))
+    with contextlib.suppress(ToolFailure):
+        found, _ = await ctx.agent.exec(probe)
+        if found.exit_code != 0:
+            return FileMissing(
+                "this session's image has no python3, which the python tool runs; use the "
+                "shell tool, or a session of an image with Python 3"
+            )
+    if "does not implement" in failed.why or "unknown op" in failed.why:
+        return FileMissing(
+            'the python tool needs the Python agent (config agent = "python"); this '
+            "sandbox runs the static agent, which cannot start the interpreter"
+        )
+    return failed
 
 
 async def _answer_within(
