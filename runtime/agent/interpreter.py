@@ -38,7 +38,7 @@ import sys
 import threading
 import time
 import traceback
-from typing import Any, Dict, List, Optional
+from typing import Any, BinaryIO, Dict, List, Optional
 
 # Kept of each stream per cell: its beginning and its end, the rest counted.
 HEAD_BYTES = 1 << 20
@@ -48,11 +48,30 @@ MAX_OUTPUTS = 16
 MAX_IMAGE_BYTES = 4 << 20
 
 
+class Answers:
+    """The protocol's output: whole JSON lines, from the main thread (answers)
+    and the readers (streamed output) alike."""
+
+    def __init__(self, out: BinaryIO) -> None:
+        self.out = out
+        self.lock = threading.Lock()
+
+    def send(self, message: Dict[str, Any]) -> None:
+        line = json.dumps(message, default=repr).encode() + b"\n"
+        with self.lock:
+            self.out.write(line)
+            self.out.flush()
+
+
 class Stream:
     """One of the code's output pipes, read by a thread of its own."""
 
-    def __init__(self, fd: int, write_fd: int) -> None:
+    def __init__(self, fd: int, write_fd: int, name: str, answers: Answers) -> None:
         self.fd = fd
+        self.name = name
+        self.answers = answers
+        # Whether the running cell's output is sent as it comes (ExecuteStream).
+        self.streaming = False
         # The fd the code writes to (1 or 2): the end mark goes there.
         self.write_fd = write_fd
         self.lock = threading.Lock()
@@ -76,6 +95,11 @@ class Stream:
                 return
             with self.lock:
                 self._add(data)
+                mark, streaming = self.mark, self.streaming
+            if streaming:
+                shown = data.replace(mark, b"") if mark else data
+                if shown:
+                    self.answers.send({"out": self.name, "data": _text(shown)})
 
     def _add(self, data: bytes) -> None:
         self.total += len(data)
@@ -216,11 +240,12 @@ class Interpreter:
         self.streams: Dict[str, Stream] = {}
         self.cells = 0
 
-    def run(self, code: str) -> Dict[str, Any]:
+    def run(self, code: str, streaming: bool = False) -> Dict[str, Any]:
         self.cells += 1
         mark = f"\0toolrt-cell-{os.getpid()}-{self.cells}\0".encode()
         for stream in self.streams.values():
             stream.reset(mark)
+            stream.streaming = streaming
         answer: Dict[str, Any] = {"result": None, "outputs": []}
         signal.signal(signal.SIGINT, signal.default_int_handler)
         try:
@@ -287,7 +312,7 @@ def _serve() -> None:
     # The protocol keeps the original stdin and stdout; the code gets
     # /dev/null and pipes read here (inherited by its children).
     requests = os.fdopen(os.dup(0), "rb")
-    answers = os.fdopen(os.dup(1), "wb")
+    answers = Answers(os.fdopen(os.dup(1), "wb"))
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
@@ -296,18 +321,16 @@ def _serve() -> None:
         read_fd, write_fd = os.pipe()
         os.dup2(write_fd, fd)
         os.close(write_fd)
-        interpreter.streams[name] = Stream(read_fd, fd)
+        interpreter.streams[name] = Stream(read_fd, fd, name, answers)
     sys.stdin = open(os.devnull)
     # The interpreter's own directory is not the code's: it starts in the cwd.
     sys.path[:] = [""] + [p for p in sys.path[1:] if p != os.path.dirname(__file__)]
     os.environ.setdefault("MPLBACKEND", "Agg")
-    answers.write(json.dumps({"ready": True, "pid": os.getpid()}).encode() + b"\n")
-    answers.flush()
+    answers.send({"ready": True, "pid": os.getpid()})
     for line in requests:
         request = json.loads(line)
-        answer = interpreter.run(str(request.get("code", "")))
-        answers.write(json.dumps(answer, default=repr).encode() + b"\n")
-        answers.flush()
+        answer = interpreter.run(str(request.get("code", "")), bool(request.get("stream")))
+        answers.send(answer)
         if "exit" in answer or answer.get("memory"):
             break
 

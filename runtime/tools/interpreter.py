@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from runtime.agent import protocol
@@ -57,6 +57,8 @@ class Interpreter:
         self._inputs: asyncio.Queue[Input | None] = asyncio.Queue()
         self._answers: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
         self._stderr = b""
+        # Where the running cell's output goes as it comes (ExecuteStream), if anywhere.
+        self._on_output: Callable[[str, bytes], None] | None = None
         self._task: asyncio.Task[None] | None = None
         self.ended: str = ""
 
@@ -98,7 +100,10 @@ class Interpreter:
                             if answer is None:
                                 self.ended = "it answered with something other than a JSON line"
                                 return
-                            self._answers.put_nowait(answer)
+                            if "out" in answer:
+                                self._streamed(answer)
+                            else:
+                                self._answers.put_nowait(answer)
                     elif isinstance(message, protocol.Output):
                         self._stderr = (self._stderr + chunk)[-STDERR_KEPT:]
                     elif isinstance(message, protocol.SpawnExit):
@@ -114,13 +119,25 @@ class Interpreter:
                 self.ended += f"; its stderr ended with: {self._stderr.decode(errors='replace')}"
             self._answers.put_nowait(None)
 
-    async def ask(self, code: str) -> dict[str, Any]:
-        """The answer to one cell; Ended if the interpreter ends first."""
+    def _streamed(self, event: dict[str, Any]) -> None:
+        sink, name = self._on_output, event.get("out")
+        if sink is not None and name in ("stdout", "stderr"):
+            sink(str(name), str(event.get("data", "")).encode())
+
+    async def ask(
+        self, code: str, on_output: Callable[[str, bytes], None] | None = None
+    ) -> dict[str, Any]:
+        """The answer to one cell (its output sent to `on_output` as it comes);
+        Ended if the interpreter ends first."""
         if self.ended:
             raise Ended(self.ended)
-        line = json.dumps({"code": code}).encode() + b"\n"
-        await self._inputs.put((protocol.Stdin(), line))
-        answer = await self._answers.get()
+        line = json.dumps({"code": code, "stream": on_output is not None}).encode() + b"\n"
+        self._on_output = on_output
+        try:
+            await self._inputs.put((protocol.Stdin(), line))
+            answer = await self._answers.get()
+        finally:
+            self._on_output = None
         if answer is None:
             raise Ended(self.ended)
         return answer

@@ -167,7 +167,7 @@ async def _answer_within(
     ctx: ToolContext, interpreter: Interpreter, code: str, timeout: float
 ) -> dict[str, Any]:
     """The cell's answer; past `timeout` a KeyboardInterrupt, then a restart."""
-    asking = asyncio.ensure_future(interpreter.ask(code))
+    asking = asyncio.ensure_future(interpreter.ask(code, ctx.on_output))
     done, _ = await asyncio.wait({asking}, timeout=timeout)
     if not done:
         await interpreter.interrupt()

@@ -115,6 +115,16 @@ def test_past_the_memory_ceiling_the_interpreter_restarts_and_the_session_lives(
         assert again.output["result"] == "False"
 
 
+def test_execute_stream_sends_output_as_it_comes(session):
+    code = "import time\nprint('first', flush=True)\ntime.sleep(0.5)\nprint('second')\n7"
+    events = list(session.stream("python", {"code": code}))
+    *chunks, result = events
+    assert result.ok and result.output["result"] == "7"
+    assert result.output["stdout"] == "first\nsecond\n"
+    assert b"".join(data for name, data in chunks if name == "stdout") == b"first\nsecond\n"
+    assert chunks[0] == ("stdout", b"first\n")  # sent alone, not with the answer
+
+
 def test_two_sessions_have_their_own_interpreters(client):
     with client.session() as one, client.session() as two:
         one.call("python", {"code": "mine = 'one'"})
