@@ -137,14 +137,15 @@ class Interpreter:
             await self._inputs.put((protocol.Stdin(), line))
             answer = await self._answers.get()
         finally:
-            self._on_output = None
+            if self._on_output is on_output:  # not a later call's
+                self._on_output = None
         if answer is None:
             raise Ended(self.ended)
         return answer
 
-    async def interrupt(self) -> None:
+    def interrupt(self) -> None:
         """SIGINT to its process group: KeyboardInterrupt in the running cell."""
-        await self._inputs.put((protocol.Signal(signal="INT"), b""))
+        self._inputs.put_nowait((protocol.Signal(signal="INT"), b""))
 
     async def stop(self) -> None:
         """End it and its whole tree (closing the Spawn kills them)."""

@@ -168,10 +168,16 @@ async def _answer_within(
 ) -> dict[str, Any]:
     """The cell's answer; past `timeout` a KeyboardInterrupt, then a restart."""
     asking = asyncio.ensure_future(interpreter.ask(code, ctx.on_output))
-    done, _ = await asyncio.wait({asking}, timeout=timeout)
-    if not done:
-        await interpreter.interrupt()
-        done, _ = await asyncio.wait({asking}, timeout=INTERRUPT_GRACE_S)
+    try:
+        done, _ = await asyncio.wait({asking}, timeout=timeout)
+        if not done:
+            interpreter.interrupt()
+            done, _ = await asyncio.wait({asking}, timeout=INTERRUPT_GRACE_S)
+    except asyncio.CancelledError:
+        # The caller went away: the cell stops too (its answer, when it
+        # comes, is taken by `asking`, not by the next call).
+        interpreter.interrupt()
+        raise
     if done:
         return asking.result()
     asking.cancel()
