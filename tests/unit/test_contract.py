@@ -39,6 +39,7 @@ DESIGN_TOOLS = {
     "list_files",
     "run_tests",
     "workspace_diff",
+    "python",
 }
 DESIGN_TOOL_CODES = {
     "UNKNOWN_TOOL",
@@ -50,12 +51,12 @@ DESIGN_TOOL_CODES = {
     "BUDGET_EXHAUSTED",
     "SANDBOX_LOST",
     "OUTCOME_UNKNOWN",
+    "EXECUTION_ERROR",
     "INTERNAL",
 }
 
 
 def test_the_default_catalog_has_designs_tools():
-    # DESIGN's `python` tool (an interpreter) is not built yet.
     assert set(default_registry().names()) == DESIGN_TOOLS
 
 
