@@ -13,6 +13,7 @@ from runtime.errors import CallTimeout, FileMissing, InvalidArguments, LimitExce
 from runtime.tools.base import NO_TERMINALS, Tool, ToolContext
 from runtime.tools.network import NO_NETWORK_SHELL
 from runtime.tools.output import render_stream
+from runtime.tools.paths import refuse_long_path
 from runtime.tools.shell_state import HOME
 from runtime.tools.validation import command_too_long, env_problem, no_nul
 
@@ -258,6 +259,9 @@ async def run_shell(ctx: ToolContext, args: ShellArgs) -> dict[str, Any]:
         raise InvalidArguments(msg)
     if args.tty and not ctx.terminals:
         raise InvalidArguments(NO_TERMINALS)
+    if args.cwd is not None:
+        # Anywhere the sandbox user may enter, within the kernel's limits.
+        refuse_long_path(args.cwd, "cwd")
     session_env = state.environment({**BASE_ENV, **ctx.env})
     env = {**session_env, **(args.env or {})}
     request = exec_request(ctx, args, args.cwd or state.cwd, env, ctx.call_id, session_env)
