@@ -329,7 +329,7 @@ def test_a_kept_answer_is_given_again_not_run_again(instance: Any) -> None:
         again = client.call(sid, "shell", command, call_id="a")
         assert again.output == answered.output
         count = client.call(sid, "shell", {"command": "wc -l < /workspace/n; pwd"})
-        assert count.output["stdout"].split() == ["1", "/workspace"]
+        assert count.output["stdout"].split() == ["1", "/tmp"]
         assert client.close_session(sid) == "closed"
 
 
