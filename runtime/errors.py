@@ -21,6 +21,7 @@
         ├── BadRequest           INVALID_ARGUMENT
         ├── SessionUnusable      FAILED_PRECONDITION
         ├── HoldsSecret          FAILED_PRECONDITION (a snapshot of files holding a secret value)
+        ├── NotBoundedHere       FAILED_PRECONDITION (a writable root its runtime cannot bound)
         ├── AdmissionRefused     RESOURCE_EXHAUSTED
         │   ├── RateLimited      RESOURCE_EXHAUSTED (the wait in the message)
         │   ├── ShareExhausted   RESOURCE_EXHAUSTED (a tenant's share of a shared resource)
@@ -178,6 +179,13 @@ class SessionUnusable(RequestError):
 class HoldsSecret(RequestError):
     """What would be stored (a snapshot's names, link targets or contents)
     holds a value of the session's secrets: refused, never rewritten."""
+
+    status = grpc.StatusCode.FAILED_PRECONDITION
+
+
+class NotBoundedHere(RequestError):
+    """What the request asks for is granted, but this runtime cannot bound it
+    (a writable root filesystem outside runsc-overlay); the message says why."""
 
     status = grpc.StatusCode.FAILED_PRECONDITION
 
