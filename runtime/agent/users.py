@@ -111,4 +111,3 @@ def drop_to(mask: int) -> None:
     """Keep only `mask` of the calling process's capabilities, permitted and
     effective (the fork launcher, right before its exec as root)."""
     _change(mask, mask)
-

@@ -236,3 +236,37 @@ def test_signals_from_root_leave_the_agent_answering(make_daemon, grant):
         session.exec(["kill", "-CONT", "1"], user="root")
         done = session.shell("pwd; echo $KEPT")
         assert done.output["stdout"] == "/workspace/kept\n1\n", done
+
+
+def test_a_writable_root_is_refused_where_nothing_bounds_it(make_daemon):
+    daemon = make_daemon(tenants={"default": {"writable_root": True}})
+    with Client(daemon.target) as client, pytest.raises(ToolrtRpcError) as refused:
+        client.create_session(root_filesystem="writable")
+    assert refused.value.code == grpc.StatusCode.FAILED_PRECONDITION
+    assert "overlay2 over ext4" in refused.value.details
+
+
+def test_a_writable_root_under_runsc_overlay_takes_adduser(make_daemon):
+    grant = {"users": ["root", "alice"], "root_capabilities": True, "writable_root": True}
+    daemon = make_daemon(runtimes=["runsc-overlay"], tenants={"default": grant})
+    with Client(daemon.target) as client:
+        with client.session(users=["root"], runtime="runsc-overlay") as session:
+            # Read-only unless asked for: root with capabilities cannot add a user.
+            added = session.exec(
+                ["adduser", "--disabled-password", "--gecos", "", "alice"], user="root"
+            )
+            assert added.exit_code != 0, added
+        with client.session(
+            users=["root", "alice"], runtime="runsc-overlay", root_filesystem="writable"
+        ) as session:
+            assert client.get_session(session.id).root_filesystem == "writable"
+            added = session.exec(
+                ["adduser", "--disabled-password", "--gecos", "", "alice"], user="root"
+            )
+            assert added.exit_code == 0, added
+            assert session.exec(["id", "-un"], user="alice").stdout == b"alice\n"
+            session.write_file_bytes("/etc/x", b"written", user="root")
+            assert session.exec(["cat", "/etc/x"]).stdout == b"written"
+            # The sandbox user still cannot write there.
+            with pytest.raises(RemotePermissionError):
+                session.write_file_bytes("/etc/y", b"no")
