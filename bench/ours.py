@@ -184,9 +184,14 @@ def featured(
 
 
 def shell(client: Client, session_id: str, command: str) -> Any:
-    result = client.call(session_id, "shell", {"command": command})
+    return called(client, session_id, "shell", {"command": command})
+
+
+def called(client: Client, session_id: str, tool: str, arguments: dict[str, Any]) -> Any:
+    """A tool call's result; RuntimeError if it failed."""
+    result = client.call(session_id, tool, arguments)
     if not result.ok:
-        msg = f"shell {command!r} failed: {result.error_code} {result.error_message}"
+        msg = f"{tool} {arguments!r} failed: {result.error_code} {result.error_message}"
         raise RuntimeError(msg)
     return result
 
@@ -227,6 +232,26 @@ def execute_true(d: Daemon, n: int, cpu: dict[str, float]) -> Sample:
             cpu["sandbox_cpu_ms_per_call"] = (after[0] - before[0]) / n / 1e6
         cpu["daemon_cpu_ms_per_call"] = (after[1] - before[1]) / n * 1e3
         return sample
+
+
+def python_calls(client: Client, n: int, sessions: int) -> tuple[Sample, Sample, Sample]:
+    """The python tool: its first call in a session (the interpreter starts),
+    then warm `1+1` beside `shell python3 -c '1+1'` (a new process per call)."""
+    first = Sample("toolrt python first call")
+    for _ in range(sessions):
+        with client.session() as s:
+            started = time.perf_counter()
+            python(client, s.id, "1+1")
+            first.times.append(time.perf_counter() - started)
+    with client.session() as s:
+        warm = timed("toolrt python 1+1 (warm)", n, lambda: python(client, s.id, "1+1"))
+        cmd = "python3 -c '1+1'"
+        fresh = timed("toolrt shell python3 -c 1+1", n, lambda: shell(client, s.id, cmd))
+    return first, warm, fresh
+
+
+def python(client: Client, session_id: str, code: str) -> Any:
+    return called(client, session_id, "python", {"code": code})
 
 
 def file_ops(d: Daemon, n: int) -> tuple[Sample, Sample]:

@@ -297,6 +297,10 @@ def main() -> int:
                 s["cli"].note = "no docker CLI on this host"
             interleave(3 if quick else 10, parts)
         ours.execute_true(cold, 100, cpu)
+        step("toolrt: the python tool, first and warm calls, beside shell python3 -c")
+        s["py_first"], s["py_warm"], s["py_shell"] = ours.python_calls(
+            cold.client, 30 if quick else 100, 3 if quick else 10
+        )
         step("CreateSession/CloseSession vs raw create+start/kill+remove, interleaved")
         s["create_start"], s["kill_remove"] = Sample("raw create+start"), Sample("raw kill+remove")
         s["cold"], s["close"] = Sample("toolrt CreateSession (cold)"), Sample("toolrt CloseSession")

@@ -12,6 +12,7 @@
     │   ├── BudgetExhausted      BUDGET_EXHAUSTED
     │   ├── SandboxLost          SANDBOX_LOST
     │   ├── OutcomeUnknown       OUTCOME_UNKNOWN
+    │   ├── ExecutionError       EXECUTION_ERROR (the python tool's code raised)
     │   └── InternalFailure      INTERNAL
     └── RequestError             → gRPC status (for the agent loop)
         ├── Unauthenticated      UNAUTHENTICATED
@@ -106,6 +107,12 @@ class OutcomeUnknown(ToolFailure):
     code = "OUTCOME_UNKNOWN"
 
 
+class ExecutionError(ToolFailure):
+    """The code the python tool ran raised an exception (output_json.error says which)."""
+
+    code = "EXECUTION_ERROR"
+
+
 class InternalFailure(ToolFailure):
     code = "INTERNAL"
 
@@ -120,6 +127,7 @@ TOOL_FAILURES: tuple[type[ToolFailure], ...] = (
     BudgetExhausted,
     SandboxLost,
     OutcomeUnknown,
+    ExecutionError,
     InternalFailure,
 )
 

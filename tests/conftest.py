@@ -45,7 +45,9 @@ from runtime.tools.registry import Registry
 from tests.helpers import TEST_RUNTIME, agent_processes, containers_of, under_gvisor
 
 TEST_LABEL = "toolrt.test"
-IMAGE = "toolrt-sandbox:default"
+# The sandbox image test daemons use: another one (a recipe being changed)
+# can be tried without retagging the default others are testing against.
+IMAGE = os.environ.get("TOOLRT_TEST_IMAGE", "toolrt-sandbox:default")
 BACKENDS = ("docker", "local", "fake")
 # Test daemons' state directories, one per instance, removed when the run ends.
 STATE_ROOT = tempfile.mkdtemp(prefix="toolrt-test-state-")
@@ -83,6 +85,7 @@ def config_for_test(**overrides: Any) -> Config:
         "instance": instance,
         "extra_labels": {TEST_LABEL: "1"},
         "runtime": TEST_RUNTIME,
+        "image": IMAGE,
         # Warm by default in production; off here unless a test asks, so test
         # daemons start no containers nobody uses.
         "pool_size": 0,

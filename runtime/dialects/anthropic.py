@@ -6,6 +6,7 @@ thinking and server-tool blocks in its content are ignored.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from runtime.dialects.common import (
@@ -18,6 +19,7 @@ from runtime.dialects.common import (
     payload_text,
     text_field,
 )
+from runtime.dialects.images import PNG, split
 from runtime.models import ToolCall, ToolResult
 
 
@@ -55,9 +57,24 @@ def render(calls: list[ToolCall], results: list[ToolResult]) -> dict[str, Any]:
         block: dict[str, Any] = {
             "type": "tool_result",
             "tool_use_id": result.call_id,
-            "content": payload_text(result),
+            "content": _content(result),
         }
         if not result.ok:
             block["is_error"] = True
         blocks.append(block)
     return {"role": "user", "content": blocks}
+
+
+def _content(result: ToolResult) -> str | list[dict[str, Any]]:
+    """The payload's JSON text; with images, a text block and an image block each."""
+    parts = split(result, attach=True)
+    if not parts.images:
+        return payload_text(result)
+    text = {"type": "text", "text": json.dumps(parts.payload, ensure_ascii=False)}
+    return [
+        text,
+        *(
+            {"type": "image", "source": {"type": "base64", "media_type": PNG, "data": data}}
+            for data in parts.images
+        ),
+    ]

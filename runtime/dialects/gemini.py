@@ -21,12 +21,12 @@ from runtime.dialects.common import (
     as_object,
     at,
     check_pairs,
-    error_object,
     first_key,
     optional_list,
     refuse,
     text_field,
 )
+from runtime.dialects.images import PNG, split
 from runtime.models import ToolCall, ToolResult
 
 # Made-up ids start with this, so render() knows to leave them out.
@@ -71,8 +71,14 @@ def parse(message: Any) -> list[ToolCall]:
 
 
 def response_part(call: ToolCall, result: ToolResult) -> dict[str, Any]:
-    response = {"output": result.output} if result.ok else error_object(result)
+    parts = split(result, attach=True)
+    response = {"output": parts.payload} if result.ok else parts.payload
     function_response: dict[str, Any] = {"name": call.name, "response": response}
+    if parts.images:
+        # Multimodal function responses: the images as parts of the response.
+        function_response["parts"] = [
+            {"inlineData": {"mimeType": PNG, "data": data}} for data in parts.images
+        ]
     if not call.id.startswith(GENERATED):
         function_response["id"] = call.id
     return {"functionResponse": function_response}

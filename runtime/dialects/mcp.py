@@ -21,6 +21,7 @@ from runtime.dialects.common import (
     refuse,
     text_field,
 )
+from runtime.dialects.images import PNG, split
 from runtime.models import ToolCall, ToolResult
 
 
@@ -55,10 +56,13 @@ def parse(message: Any) -> list[ToolCall]:
 
 
 def call_result(result: ToolResult) -> dict[str, Any]:
-    body = payload(result)
+    """Text content and structured content; images as image content beside them."""
+    parts = split(result, attach=True)
+    images = [{"type": "image", "data": data, "mimeType": PNG} for data in parts.images]
+    text = json.dumps(parts.payload, ensure_ascii=False)
     return {
-        "content": [{"type": "text", "text": json.dumps(body, ensure_ascii=False)}],
-        "structuredContent": body,
+        "content": [{"type": "text", "text": text}, *images],
+        "structuredContent": payload(result),
         "isError": not result.ok,
     }
 

@@ -7,6 +7,7 @@ kept verbatim so validation sees what the model wrote).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from runtime.dialects import schema
@@ -21,6 +22,7 @@ from runtime.dialects.common import (
     refuse,
     text_field,
 )
+from runtime.dialects.images import split
 from runtime.models import ToolCall, ToolResult
 
 
@@ -64,6 +66,14 @@ def parse(message: Any) -> list[ToolCall]:
 def render(calls: list[ToolCall], results: list[ToolResult]) -> list[dict[str, Any]]:
     check_pairs(calls, results)
     return [
-        {"role": "tool", "tool_call_id": result.call_id, "content": payload_text(result)}
+        {"role": "tool", "tool_call_id": result.call_id, "content": _content(result)}
         for result in results
     ]
+
+
+def _content(result: ToolResult) -> str:
+    """The payload's JSON text; an image (text only here) is a note and a line."""
+    parts = split(result, attach=False)
+    if not parts.lines:
+        return payload_text(result)
+    return "\n".join([json.dumps(parts.payload, ensure_ascii=False), *parts.lines])

@@ -6,6 +6,7 @@ reasoning items, messages and built-in tool calls in it are ignored.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from runtime.dialects.common import (
@@ -18,6 +19,7 @@ from runtime.dialects.common import (
     payload_text,
     text_field,
 )
+from runtime.dialects.images import PNG, split
 from runtime.dialects.openai_chat import strict_function
 from runtime.models import ToolCall, ToolResult
 
@@ -48,6 +50,18 @@ def parse(message: Any) -> list[ToolCall]:
 def render(calls: list[ToolCall], results: list[ToolResult]) -> list[dict[str, Any]]:
     check_pairs(calls, results)
     return [
-        {"type": "function_call_output", "call_id": result.call_id, "output": payload_text(result)}
+        {"type": "function_call_output", "call_id": result.call_id, "output": _output(result)}
         for result in results
     ]
+
+
+def _output(result: ToolResult) -> str | list[dict[str, Any]]:
+    """The payload's JSON text; with images, an input_text and an input_image each."""
+    parts = split(result, attach=True)
+    if not parts.images:
+        return payload_text(result)
+    text = {"type": "input_text", "text": json.dumps(parts.payload, ensure_ascii=False)}
+    images = [
+        {"type": "input_image", "image_url": f"data:{PNG};base64,{data}"} for data in parts.images
+    ]
+    return [text, *images]

@@ -5,7 +5,8 @@ recipe (`toolrt-sandbox:<hash>`) and then with `--tag` (default
 `toolrt-sandbox:default`), so an unchanged recipe costs one `docker image
 inspect`. Two ways to the same image:
 - offline (root, `debootstrap` installed): debootstrap a Debian rootfs (the
-  mirror read from this machine's apt configuration), `docker import` it as
+  mirror read from this machine's apt configuration), apt-get the recipe's
+  packages into it, `docker import` it as
   the base, then build `Dockerfile.offline` from it with networking off;
 - online (anywhere the engine can pull): build `Dockerfile` from
   `debian:bookworm-slim`.
@@ -90,17 +91,11 @@ def build_base(client: docker.DockerClient, suite: str, base_ref: str) -> None:
         rootfs = Path(tmp) / "rootfs"
         say(f"debootstrap {suite} from {mirror} (about a minute)")
         subprocess.run(
-            [
-                "debootstrap",
-                "--variant=minbase",
-                f"--include={','.join(packages())}",
-                suite,
-                str(rootfs),
-                mirror,
-            ],
+            ["debootstrap", "--variant=minbase", suite, str(rootfs), mirror],
             check=True,
             stdout=sys.stderr,
         )
+        apt_install(rootfs, packages())
         # apt lists and caches are dead weight in a sandbox without network.
         for junk in ("var/lib/apt/lists", "var/cache/apt"):
             shutil.rmtree(rootfs / junk, ignore_errors=True)
@@ -110,6 +105,30 @@ def build_base(client: docker.DockerClient, suite: str, base_ref: str) -> None:
         say(f"docker import as {base_ref}")
         repository, _, tag = base_ref.partition(":")
         client.api.import_image_from_file(str(tarball), repository=repository, tag=tag)
+
+
+def apt_install(rootfs: Path, names: list[str]) -> None:
+    """The recipe's packages installed by apt inside the new root, as the
+    online recipe does. Not by debootstrap's `--include`: its resolver always
+    takes the first alternative of an or-dependency (python3-fonttools'
+    `python3-scipy | python3-munkres` would bring scipy, pythran, gcc and
+    Boost: a gigabyte), where apt takes one the list already names."""
+    say(f"apt-get install {len(names)} packages in the new root")
+    shutil.copyfile("/etc/resolv.conf", rootfs / "etc/resolv.conf")
+    proc = rootfs / "proc"
+    subprocess.run(["mount", "-t", "proc", "proc", str(proc)], check=True)
+    try:
+        env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "DEBIAN_FRONTEND": "noninteractive"}
+        for args in (["update"], ["install", "-y", "--no-install-recommends", *names]):
+            subprocess.run(
+                ["chroot", str(rootfs), "apt-get", "-q", *args],
+                check=True,
+                env=env,
+                stdout=sys.stderr,
+            )
+    finally:
+        subprocess.run(["umount", str(proc)], check=True)
+        (rootfs / "etc/resolv.conf").write_text("")
 
 
 def build_image(client: docker.DockerClient, base_ref: str, image_ref: str) -> None:

@@ -443,6 +443,7 @@ class SessionManager(RestartOps):
             session.closed_reason = code
             session.sandbox.abort(reason)
         try:
+            await session.tool_state.stop_interpreter()
             await self.egress.close(session.id)
             await self._backend.destroy(session.id)
         finally:

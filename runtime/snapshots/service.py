@@ -277,12 +277,14 @@ class Snapshots:
         return restored
 
     async def _stop_processes(self, session: Session) -> Restored:
-        """Whatever commands left running (`nohup ... &`, setsid'd trees),
+        """The interpreter, whatever commands left running (`nohup ... &`, setsid'd trees),
         then the background processes (by handle): a restored session runs
         nothing it ran before. The leftovers first: an agent too old to
         stop them refuses before anything changed."""
         stopped = []
         agent = session.sandbox.agent
+        # The python tool's interpreter too: files come back, its memory does not.
+        await session.tool_state.stop_interpreter()
         with as_request_errors(session):
             others = await agent.stop_leftovers()
             for process in await agent.process_list():

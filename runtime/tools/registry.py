@@ -12,6 +12,7 @@ from runtime.tools.base import Tool
 from runtime.tools.files import EDIT_FILE, LIST_FILES, READ_FILE, WRITE_FILE
 from runtime.tools.network import for_session
 from runtime.tools.processes import PROCESS_KILL, PROCESS_LIST, PROCESS_OUTPUT
+from runtime.tools.python import PYTHON
 from runtime.tools.run_tests import RUN_TESTS
 from runtime.tools.shell import SHELL
 from runtime.tools.validation import Arguments, read_arguments, validate
@@ -66,4 +67,5 @@ TOOLS: tuple[Tool[Any], ...] = (
     PROCESS_LIST,
     PROCESS_OUTPUT,
     PROCESS_KILL,
+    PYTHON,
 )

@@ -14,6 +14,7 @@ from runtime.agent import protocol
 from runtime.agent.redact import Redactor
 from runtime.constants import WORKSPACE
 from runtime.policy.allowlist import PathPolicy
+from runtime.tools.interpreter import Interpreter
 
 HOME = WORKSPACE
 STATE_KEY = "shell"
@@ -114,6 +115,17 @@ class ToolState:
     start_snapshot: str | None = ""
     # Why it could not be taken (when `start_snapshot` is None).
     start_why: str = ""
+    # The python tool's interpreter while it runs (never stored: a restored
+    # or re-adopted session starts a new one).
+    interpreter: Interpreter | None = None
+    # Why the last one ended between calls (sys.exit), for the next call to say.
+    interpreter_ended: str = ""
+
+    async def stop_interpreter(self) -> None:
+        """Stop the python tool's interpreter, if it runs (reset, timeout, restore, close)."""
+        interpreter, self.interpreter = self.interpreter, None
+        if interpreter is not None:
+            await interpreter.stop()
 
 
 def dump_tool_state(state: ToolState) -> dict[str, object]:

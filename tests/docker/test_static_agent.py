@@ -147,6 +147,19 @@ def test_static_agent_serves_a_busybox_only_image(static_client: Any, busybox_im
         assert "python3: not found" in tests.output["output"]
 
 
+def test_the_python_tool_says_why_it_cannot_run(static_client: Any, busybox_image: str) -> None:
+    # The static agent starts no programs yet: the interpreter needs the Python agent.
+    with static_client.session() as session:
+        refused = session.call("python", {"code": "1+1"})
+        assert refused.error_code == "NOT_FOUND", refused
+        assert "needs the Python agent" in refused.error_message
+    with static_client.session(image=busybox_image) as session:
+        missing = session.call("python", {"code": "1+1"})
+        assert missing.error_code == "NOT_FOUND", missing
+        assert "image has no python3" in missing.error_message
+        assert session.shell("echo still serving").output["stdout"] == "still serving\n"
+
+
 def test_the_daemon_refuses_a_static_agent_it_does_not_have(tmp_path: Path) -> None:
     from runtime.sandbox.agent_dir import require_static_agent
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any, Literal
 
@@ -9,7 +10,7 @@ import pytest
 from pydantic import BaseModel, ConfigDict, Field
 
 from runtime.core import default_registry
-from runtime.dialects import gemini
+from runtime.dialects import gemini, images
 from runtime.dialects.registry import DIALECTS, export_catalog, get_dialect, parse_message
 from runtime.errors import TOOL_FAILURES, BadRequest, InvalidArguments
 from runtime.models import ToolCall, ToolResult
@@ -376,3 +377,52 @@ def test_a_tool_that_cannot_be_strict_is_exported_loose():
     (gemini_tools,) = json.loads(export_catalog("gemini", Registry([tool]).catalog()))
     headers = gemini_tools["functionDeclarations"][0]["parameters"]["properties"]["headers"]
     assert headers["type"] == "OBJECT"  # kept, being required
+
+
+# -- images (the python tool's figures) --------------------------------------
+PNG_DATA = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 92).decode()  # 100 bytes
+FIGURE = ToolResult(
+    "c1", {"stdout": "", "outputs": [{"type": "image/png", "data": PNG_DATA}]}, duration_ms=3
+)
+PY_CALLS = [ToolCall("c1", "python", "{}")]
+
+
+def test_images_travel_as_image_parts_where_the_dialect_takes_them():
+    anthropic = get_dialect("anthropic").render(PY_CALLS, [FIGURE])
+    sdk.check_anthropic_results(anthropic)
+    text, image = anthropic["content"][0]["content"]
+    assert image["source"] == {"type": "base64", "media_type": "image/png", "data": PNG_DATA}
+    shown = json.loads(text["text"])["outputs"][0]["data"]
+    assert shown == "[PNG image, 100 bytes: attached as image 1]"
+
+    [responses] = get_dialect("openai-responses").render(PY_CALLS, [FIGURE])
+    sdk.check_responses_results([responses])
+    assert responses["output"][1] == {
+        "type": "input_image",
+        "image_url": f"data:image/png;base64,{PNG_DATA}",
+    }
+
+    content = sdk.check_gemini_results(get_dialect("gemini").render(PY_CALLS, [FIGURE]))
+    [part] = content.parts[0].function_response.parts
+    assert part.inline_data.mime_type == "image/png"
+    assert part.inline_data.data == base64.b64decode(PNG_DATA)
+
+    [mcp] = sdk.check_mcp_results(get_dialect("mcp").render(PY_CALLS, [FIGURE]))
+    assert mcp.content[1].type == "image" and mcp.content[1].data == PNG_DATA
+    assert mcp.structured_content == FIGURE.output  # the image stays in the structured copy
+
+
+def test_openai_chat_says_each_image_in_a_line():
+    [message] = get_dialect("openai").render(PY_CALLS, [FIGURE])
+    sdk.check_openai_results([message])
+    assert PNG_DATA not in message["content"]
+    assert message["content"].splitlines()[-1].startswith("image 1: a 100-byte PNG, in output_json")
+
+
+def test_images_past_the_caps_stay_notes():
+    many = [{"type": "image/png", "data": PNG_DATA}] * (images.MAX_IMAGES + 1)
+    result = ToolResult("c1", {"outputs": many}, duration_ms=1)
+    rendered = get_dialect("anthropic").render(PY_CALLS, [result])
+    blocks = rendered["content"][0]["content"]
+    assert len(blocks) == 1 + images.MAX_IMAGES
+    assert "not attached" in json.loads(blocks[0]["text"])["outputs"][-1]["data"]

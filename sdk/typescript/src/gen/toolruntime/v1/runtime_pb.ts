@@ -529,7 +529,7 @@ export const ToolCallSchema: GenMessage<ToolCall> = /*@__PURE__*/
 export type ToolError = Message<"toolruntime.v1.ToolError"> & {
   /**
    * UNKNOWN_TOOL, INVALID_ARGUMENTS, PATH_DENIED, NOT_FOUND, TIMEOUT,
-   * LIMIT_EXCEEDED, BUDGET_EXHAUSTED, SANDBOX_LOST, OUTCOME_UNKNOWN, INTERNAL.
+   * LIMIT_EXCEEDED, BUDGET_EXHAUSTED, SANDBOX_LOST, OUTCOME_UNKNOWN, EXECUTION_ERROR, INTERNAL.
    *
    * @generated from field: string code = 1;
    */
