@@ -289,6 +289,7 @@ REQUEST_ERRORS: tuple[type[RequestError], ...] = (
     BadRequest,
     SessionUnusable,
     HoldsSecret,
+    NotBoundedHere,
     AdmissionRefused,
     RateLimited,
     ShareExhausted,
