@@ -281,3 +281,32 @@ def test_the_fork_launcher_hands_root_the_same_capabilities(make_daemon, grant, 
         found = capabilities(session, "root")
         assert found["CapEff"] == found["CapPrm"] == caps, found
         assert capabilities(session, "")["CapPrm"] == 0
+
+
+def outcome_of(run: Any) -> str:
+    """ "exit N" of a program run, or the reason of the error it raised."""
+    try:
+        return f"exit {run().exit_code}"
+    except ToolrtRpcError as exc:
+        return exc.reason
+
+
+def test_a_writable_root_is_bounded_by_the_sessions_memory(make_daemon):
+    grant = {"users": ["root"], "root_capabilities": True, "writable_root": True}
+    daemon = make_daemon(runtimes=["runsc-overlay"], tenants={"default": grant})
+    limits = {"memory_bytes": 256 << 20, "workspace_bytes": 32 << 20, "tmp_bytes": 32 << 20}
+    fields = {"users": ["root"], "runtime": "runsc-overlay", "limits": limits}
+    with Client(daemon.target) as client:
+        with client.session(root_filesystem="writable", **fields) as session:
+            # 400 MB into /etc: the root overlay lives in the sandbox's memory,
+            # so the write fails or ends the sandbox, as a memory bomb does
+            # under gVisor; the host's disk never holds it.
+            outcome = outcome_of(
+                lambda: session.exec(
+                    ["sh", "-c", "head -c 400000000 /dev/zero > /etc/big"], user="root"
+                )
+            )
+            assert outcome == "SANDBOX_LOST" or outcome.startswith("exit "), outcome
+            assert outcome != "exit 0"
+        with client.session(**fields) as session:
+            assert session.exec(["true"]).exit_code == 0
