@@ -140,6 +140,12 @@ def test_static_agent_serves_a_busybox_only_image(static_client: Any, busybox_im
         )
         assert (done.output["state"], done.output["exit_code"]) == ("exited", 5), done
         assert done.output["output"] == "done\n"
+        # Programs and paths too: the launcher is static, no python3 needed.
+        ran = session.exec(["cat"], stdin=b"\x00any image\xff")
+        assert (ran.exit_code, ran.stdout) == (0, b"\x00any image\xff")
+        session.write_file_bytes("/tmp/p/b.bin", b"\x00\x01", make_parents=True, mode=0o600)
+        assert session.read_file_bytes("/tmp/p/b.bin") == b"\x00\x01"
+        assert session.stat("/tmp/p/b.bin").mode == 0o600
         # A tool whose program the image lacks says what is missing.
         tests = session.call("run_tests", {})
         assert tests.error_code == "NOT_FOUND", tests
