@@ -43,6 +43,7 @@ type program struct {
 	// ended, what is left in the pipes is taken whatever the credits.
 	credits int64
 	ended   bool
+	pid     int // its main process's, once started (0 before)
 	// Its stdin: the pipe once started, the chunks waiting for it, whether
 	// the daemon closed it (eof) and whether it is closed for good.
 	input       *os.File
@@ -121,12 +122,17 @@ func init() {
 	handle("signal", func(a *Agent, frame *protocol.Frame, m protocol.Message) {
 		p := a.programOf(frame.ID)
 		sig, known := signalNumbers[strings.ToUpper(m.(*protocol.Signal).Signal)]
-		if p == nil || !known || p.call.pid == 0 {
+		if p == nil || !known {
 			return
 		}
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if p.pid == 0 || p.ended {
+			return // not started yet, or its pid is no longer its own
+		}
 		// The launcher made it a process group's leader (setsid).
-		if syscall.Kill(-p.call.pid, sig) != nil {
-			_ = syscall.Kill(p.call.pid, sig)
+		if syscall.Kill(-p.pid, sig) != nil {
+			_ = syscall.Kill(p.pid, sig)
 		}
 	})
 }
@@ -211,6 +217,9 @@ func (a *Agent) runProgram(p *program) {
 		answer(failure)
 		return
 	}
+	p.mu.Lock()
+	p.pid = call.pid
+	p.mu.Unlock()
 	spawned := protocol.NewSpawned()
 	spawned.Pid = int64(call.pid)
 	a.sendEpoch(&spawned, call.id, call.epoch, nil)
