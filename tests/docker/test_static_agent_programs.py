@@ -44,6 +44,8 @@ CHECKS = [
     python_tool.test_a_cell_that_ignores_the_interrupt_restarts_the_interpreter,
     python_tool.test_execute_stream_sends_output_as_it_comes,
     python_tool.test_secrets_are_redacted_from_every_text_output,
+    python_tool.test_past_the_memory_ceiling_the_interpreter_restarts_and_the_session_lives,
+    python_tool.test_restore_stops_the_interpreter,
 ]
 CASES = [(check, case) for check in CHECKS for case in cases_of(check)]
 
