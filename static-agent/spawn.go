@@ -119,6 +119,10 @@ func init() {
 			}
 		}
 	})
+	// A terminal's new size (the exec API's tty, when the protocol has it): a
+	// Spawn asking for a terminal is refused here, and without one the size
+	// is ignored, as the Python agent ignores it.
+	handle("resize", func(*Agent, *protocol.Frame, protocol.Message) {})
 	handle("signal", func(a *Agent, frame *protocol.Frame, m protocol.Message) {
 		p := a.programOf(frame.ID)
 		sig, known := signalNumbers[strings.ToUpper(m.(*protocol.Signal).Signal)]
