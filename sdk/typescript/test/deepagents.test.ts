@@ -1,7 +1,10 @@
 // The Deep Agents JS backend, operation by operation, against a real session.
 import assert from "node:assert/strict";
 import { after, test } from "node:test";
-import { isSandboxBackend } from "deepagents";
+import { BaseChatModel } from "@langchain/core/language_models/chat_models";
+import { AIMessage, type BaseMessage, ToolMessage } from "@langchain/core/messages";
+import type { ChatResult } from "@langchain/core/outputs";
+import { createDeepAgent, isSandboxBackend } from "deepagents";
 import { ToolrtSandbox } from "../src/deepagents.js";
 import { plainClient } from "./env.js";
 
@@ -95,4 +98,36 @@ test("uploads and downloads answer per file, with Deep Agents' error names", asy
     { path: "/workspace/missing", content: null, error: "file_not_found" },
     { path: "/workspace/bin", content: null, error: "is_directory" },
   ]);
+});
+
+// A scripted chat model: it asks for one execute call, then answers with the
+// tool message it got back.
+class ScriptedChatModel extends BaseChatModel {
+  _llmType(): string {
+    return "scripted";
+  }
+
+  bindTools(): this {
+    return this;
+  }
+
+  _generate(messages: BaseMessage[]): Promise<ChatResult> {
+    const last = messages.at(-1);
+    const message = ToolMessage.isInstance(last)
+      ? new AIMessage(`The sandbox said: ${last.text.trim()}`)
+      : new AIMessage({
+          content: "",
+          tool_calls: [{ id: "exec-1", name: "execute", args: { command: "echo $((6 * 7)) | tee answer.txt" } }],
+        });
+    return Promise.resolve({ generations: [{ text: message.text, message }] });
+  }
+}
+
+test("a Deep Agents agent's execute tool runs in the session", async () => {
+  await using session = await client.session();
+  const agent = createDeepAgent({ model: new ScriptedChatModel({}), backend: new ToolrtSandbox(session) });
+  const state = await agent.invoke({ messages: [{ role: "user", content: "What is six times seven?" }] });
+  const answer = state.messages.at(-1);
+  assert.match(answer?.text ?? "", /^The sandbox said: 42/);
+  assert.equal((await session.readFile("answer.txt")).toString(), "42\n");
 });
