@@ -207,6 +207,17 @@ class TenantQuota(BaseModel):
     """Host patterns it may request (enforced once sessions get network egress)."""
     snapshot_max_bytes: int | None = Field(None, ge=0)
     """All its snapshots together, each distinct file content counted once."""
+    # Permissions, not ceilings: granted only here, so a key left out
+    # (or no table at all) grants nothing.
+    users: list[str] = Field(default_factory=list)
+    """Users besides the sandbox user its sessions may ask for (`users` at
+    CreateSession; names or uids of the image, "root" and "0" alike)."""
+    root_capabilities: bool = False
+    """Root in its sessions granted root gets CHOWN, DAC_OVERRIDE, FOWNER,
+    FSETID, SETUID and SETGID (enough for adduser); otherwise none."""
+    writable_root: bool = False
+    """Its sessions may ask for `root_filesystem = "writable"` (on a runtime
+    that bounds it, `runsc-overlay`)."""
 
 
 def _list_from_text(value: Any) -> Any:

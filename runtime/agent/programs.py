@@ -34,7 +34,7 @@ import selectors
 import signal
 from typing import TYPE_CHECKING, Callable, Deque, Dict, Optional, Set, Tuple
 
-from . import calls, flow, healing, procs, protocol
+from . import calls, flow, healing, procs, protocol, users
 from .capture import Capture
 from .ops import operation
 from .redact import Redactor
@@ -199,6 +199,11 @@ class ProgramOps(calls.CallOps, healing.HealOps):
         if not argv or not argv[0]:
             self.fail(rid, protocol.INVALID_REQUEST, "argv is empty: name a program to run")
             return
+        try:
+            who = users.resolve(request.user, request.capabilities)
+        except users.UnknownUser as exc:
+            self.fail(rid, exc.code, exc.message)
+            return
         epoch = self.epoch
 
         def send(name: str, chunk: bytes) -> None:
@@ -230,8 +235,9 @@ class ProgramOps(calls.CallOps, healing.HealOps):
             argv=argv,
             cwd=request.cwd,
             env=self.redactor.environment(request.env),
-            uid=protocol.SANDBOX_UID,
-            gid=protocol.SANDBOX_GID,
+            uid=who.uid,
+            gid=who.gid,
+            capabilities=who.capabilities,
             group=program.group,
             stdin=stdin_r,
             stdout=out_w,
