@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 ENGINE_STAMP := .engine-ok
 
-.PHONY: help venv proto proto-check typescript-proto typescript-proto-check lint-typescript test-typescript floors engine helper go agent test-agent fuzz-agent agent-proto-check image daemon-image run test test-runsc test-gvisor test-fast fuzz chaos lint bench clean
+.PHONY: help venv proto proto-check typescript-proto typescript-proto-check typescript-bench lint-typescript test-typescript floors engine helper go agent test-agent fuzz-agent agent-proto-check image daemon-image run test test-runsc test-gvisor test-fast fuzz chaos lint bench clean
 
 help: ## list targets
 	@grep -hE '^[a-zA-Z0-9_.-]+:([^=].*)?## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -148,8 +148,10 @@ lint: $(STAMP) ## ruff, ruff format --check, mypy
 	$(VENV)/bin/ruff format --check runtime tests scripts bench
 	$(VENV)/bin/mypy
 
+# Without npm (or if its build fails) the TypeScript client's row says why it is missing.
 bench: image ## benchmark vs docker exec and llm-sandbox (BENCH_ARGS=--quick); writes bench/results
 	bash bench/setup.sh
+	-command -v npm >/dev/null && $(MAKE) --no-print-directory typescript-bench
 	bench/.venv/bin/python -m bench.run $(BENCH_ARGS)
 	$(PY) -m bench.restarts
 
@@ -166,6 +168,9 @@ typescript-proto-check: typescript-proto ## fail if the TypeScript SDK's generat
 	git diff --exit-code -- $(TS)/src/gen
 	@new=$$(git ls-files --others --exclude-standard -- $(TS)/src/gen); \
 	if [ -n "$$new" ]; then echo "generated but not committed: $$new"; exit 1; fi
+
+typescript-bench: $(TS)/node_modules/.package-lock.json ## build the TypeScript client's bench runner (sdk/typescript/build/bench)
+	cd $(TS) && npx tsc -p tsconfig.json
 
 lint-typescript: $(TS)/node_modules/.package-lock.json ## tsc --noEmit and eslint on the TypeScript SDK
 	cd $(TS) && npx tsc --noEmit -p tsconfig.json && npx eslint .

@@ -70,6 +70,9 @@ def checks(s: dict[str, Sample], extra: dict[str, Any]) -> list[Check]:
     if "obs_on" in s and "obs_off" in s:
         value = ratio(s["obs_on"].p50, s["obs_off"].p50)
         out.append(Check("obs_on / obs_off (p50)", value, "reported", None))
+    if "ts_exec" in s and "py_exec" in s:
+        value = ratio(s["ts_exec"].p50, s["py_exec"].p50)
+        out.append(Check("ts_exec / py_exec (p50)", value, "reported", None))
     if "warm_default" in s:
         value = ratio(s["warm_default"].p50, s["create_start"].p50)
         out.append(Check("warm_default / create_start (p50)", value, "reported", None))

@@ -30,7 +30,7 @@ from typing import TypeVar
 
 import docker
 
-from bench import operations, ours, report, runtimes, shares, snapshots, tenants
+from bench import operations, ours, report, runtimes, shares, snapshots, tenants, typescript
 from bench.baselines import Baselines
 from bench.stats import Sample, interleave
 
@@ -66,6 +66,8 @@ NAMES = {
     "obs_on": "Execute, metrics and tracing on",
     "obs_off": "Execute, metrics and tracing off",
     "warm_default": "warm-by-default create + first Execute",
+    "ts_exec": "TypeScript client shell true",
+    "py_exec": "Python client shell true",
 }
 
 
@@ -192,6 +194,15 @@ def only_runtimes(args: argparse.Namespace, instance: str, log_path: str) -> int
     return 0
 
 
+def only_typescript(args: argparse.Namespace, instance: str, log_path: str) -> int:
+    """The TypeScript client's row and the Python client's beside it, printed only."""
+    s = measured_alone(typescript.alone, args, instance, log_path)
+    value = report.ratio(s["ts_exec"].p50, s["py_exec"].p50)
+    print("\n" + "\n".join(report.latency_table(s)))
+    print(f"\nts_exec / py_exec (p50): {value:.3g}")
+    return 0
+
+
 def only_tenants(args: argparse.Namespace, instance: str, log_path: str) -> int:
     s = measured_alone(tenants.measure, args, instance, log_path)
     markdown = "\n".join(identity(s, machine(), args.quick, only_command(args, "tenants")))
@@ -244,8 +255,8 @@ def main() -> int:
     )
     parser.add_argument(
         "--only",
-        choices=["tenants", "snapshots", "runtimes", "shares"],
-        help="just this section (its part of docs/benchmarks.md; runtimes: none)",
+        choices=["tenants", "snapshots", "runtimes", "shares", "typescript"],
+        help="just this section (its part of docs/benchmarks.md; runtimes, typescript: none)",
     )
     args = parser.parse_args()
     quick = args.quick
@@ -262,6 +273,8 @@ def main() -> int:
         return only_runtimes(args, instance, log_path)
     if args.only == "shares":
         return only_shares(args, instance, log_path)
+    if args.only == "typescript":
+        return only_typescript(args, instance, log_path)
     base = Baselines(instance, quick)
     s: dict[str, Sample] = {}
     extra: dict[str, int] = {}
@@ -297,6 +310,8 @@ def main() -> int:
                 s["cli"].note = "no docker CLI on this host"
             interleave(3 if quick else 10, parts)
         ours.execute_true(cold, 100, cpu)
+        step("the TypeScript client's shell true beside the Python client's")
+        s["ts_exec"], s["py_exec"] = typescript.measure(cold, quick)
         step("toolrt: the python tool, first and warm calls, beside shell python3 -c")
         s["py_first"], s["py_warm"], s["py_shell"] = ours.python_calls(
             cold.client, 30 if quick else 100, 3 if quick else 10

@@ -396,9 +396,15 @@ class AuditLog:
 
     @contextlib.contextmanager
     def guard(
-        self, event: str, who: Principal, session_id: str, calls: list[ToolCall] | None = None
+        self,
+        event: str,
+        who: Principal,
+        session_id: str,
+        calls: list[ToolCall] | None = None,
+        **extra: Any,
     ) -> Iterator[None]:
-        """Refuse (UNAVAILABLE) while the log is broken; record an RPC refused with a status."""
+        """Refuse (UNAVAILABLE) while the log is broken; record an RPC refused
+        with a status (and `extra`'s fields, e.g. the user a program asked for)."""
         self.check()
         started = time.monotonic()
         try:
@@ -406,7 +412,7 @@ class AuditLog:
         except RequestError as exc:
             now, status = self._clock(), exc.status.name
             duration = int((time.monotonic() - started) * 1000)
-            common = {"session_id": session_id, "code": status, "rpc_status": status}
+            common = {"session_id": session_id, "code": status, "rpc_status": status, **extra}
             each = [call_fields(call) for call in calls] if calls else [{}]
             self.write(
                 record(event, who, now, duration_ms=duration, **common, **fields) for fields in each

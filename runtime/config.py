@@ -207,6 +207,17 @@ class TenantQuota(BaseModel):
     """Host patterns it may request (enforced once sessions get network egress)."""
     snapshot_max_bytes: int | None = Field(None, ge=0)
     """All its snapshots together, each distinct file content counted once."""
+    # Permissions, not ceilings: granted only here, so a key left out
+    # (or no table at all) grants nothing.
+    users: list[str] = Field(default_factory=list)
+    """Users besides the sandbox user its sessions may ask for (`users` at
+    CreateSession; names or uids of the image, "root" and "0" alike)."""
+    root_capabilities: bool = False
+    """Root in its sessions granted root gets CHOWN, DAC_OVERRIDE, FOWNER,
+    FSETID, SETUID and SETGID (enough for adduser); otherwise none."""
+    writable_root: bool = False
+    """Its sessions may ask for `root_filesystem = "writable"` (on a runtime
+    that bounds it, `runsc-overlay`)."""
 
 
 def _list_from_text(value: Any) -> Any:
@@ -405,8 +416,9 @@ class Config(BaseModel):
     by the image's python3) or "static" (the Go binary `make agent` builds
     beside it: any image, no python3 needed). The static agent does
     commands (foreground and background), the file operations, secrets,
-    archives and the egress relay; not yet the spare shell, nor the exec
-    API's programs and path operations (an error says so). The daemon
+    archives, the egress relay and the exec API's programs and path
+    operations as the sandbox user (the python tool too); not yet the spare
+    shell, other users or terminals (an error says so). The daemon
     refuses to start with "static" when the binary or the C launcher it
     starts commands with is missing."""
     spare_shell: bool = True

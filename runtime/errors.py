@@ -22,6 +22,7 @@
         ├── BadRequest           INVALID_ARGUMENT
         ├── SessionUnusable      FAILED_PRECONDITION
         ├── HoldsSecret          FAILED_PRECONDITION (a snapshot of files holding a secret value)
+        ├── NotBoundedHere       FAILED_PRECONDITION (a writable root its runtime cannot bound)
         ├── AdmissionRefused     RESOURCE_EXHAUSTED
         │   ├── RateLimited      RESOURCE_EXHAUSTED (the wait in the message)
         │   ├── ShareExhausted   RESOURCE_EXHAUSTED (a tenant's share of a shared resource)
@@ -190,6 +191,13 @@ class HoldsSecret(RequestError):
     status = grpc.StatusCode.FAILED_PRECONDITION
 
 
+class NotBoundedHere(RequestError):
+    """What the request asks for is granted, but this runtime cannot bound it
+    (a writable root filesystem outside runsc-overlay); the message says why."""
+
+    status = grpc.StatusCode.FAILED_PRECONDITION
+
+
 class AdmissionRefused(RequestError):
     status = grpc.StatusCode.RESOURCE_EXHAUSTED
     error_reason = "QUOTA_EXCEEDED"
@@ -281,6 +289,7 @@ REQUEST_ERRORS: tuple[type[RequestError], ...] = (
     BadRequest,
     SessionUnusable,
     HoldsSecret,
+    NotBoundedHere,
     AdmissionRefused,
     RateLimited,
     ShareExhausted,

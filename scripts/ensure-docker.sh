@@ -29,8 +29,11 @@ fi
 # gVisor: registered with the flags the sandboxes need (DESIGN, platform
 # notes): no network of its own, bind-mounted unix sockets (the egress relay)
 # openable, and the container's seccomp profile applied (without it runsc
-# ignores the profile). An existing registration is brought up to date; a
-# running dockerd reloads its runtimes on SIGHUP, so it is never restarted.
+# ignores the profile). A second runtime, runsc-overlay, is the same with the
+# root filesystem's overlay in the sandbox's memory (--overlay2=root:memory):
+# what a session's writable root needs to stay bounded (docs/programs.md).
+# An existing registration is brought up to date; a running dockerd reloads
+# its runtimes on SIGHUP, so it is never restarted.
 daemon_json=/etc/docker/daemon.json
 runsc_path=$(command -v runsc || true)
 runsc_changed=no
@@ -39,16 +42,20 @@ if [ -n "$runsc_path" ]; then
   runsc_changed=$(python3 - "$daemon_json" "$runsc_path" <<'PY'
 import json, os, sys
 path, runsc = sys.argv[1], sys.argv[2]
-wanted = {"path": runsc, "runtimeArgs": ["--network=none", "--host-uds=open", "--oci-seccomp"]}
+flags = ["--network=none", "--host-uds=open", "--oci-seccomp"]
+wanted = {
+    "runsc": {"path": runsc, "runtimeArgs": flags},
+    "runsc-overlay": {"path": runsc, "runtimeArgs": [*flags, "--overlay2=root:memory"]},
+}
 cfg = {}
 if os.path.exists(path) and os.path.getsize(path) > 0:
     with open(path) as f:
         cfg = json.load(f)
 runtimes = cfg.setdefault("runtimes", {})
-if runtimes.get("runsc") == wanted:
+if all(runtimes.get(name) == args for name, args in wanted.items()):
     print("no")
 else:
-    runtimes["runsc"] = wanted
+    runtimes.update(wanted)
     with open(path + ".toolrt-new", "w") as f:
         json.dump(cfg, f, indent=2)
         f.write("\n")
@@ -56,7 +63,7 @@ else:
     print("yes")
 PY
 )
-  [ "$runsc_changed" = yes ] && log "registered runsc in $daemon_json: ${runsc_path} --network=none --host-uds=open --oci-seccomp"
+  [ "$runsc_changed" = yes ] && log "registered runsc and runsc-overlay in $daemon_json: ${runsc_path} --network=none --host-uds=open --oci-seccomp (runsc-overlay: --overlay2=root:memory)"
 fi
 
 # Prefer Debian's client (matches the engine); any client talks to the socket.
@@ -69,12 +76,12 @@ if "$docker_cli" info >/dev/null 2>&1; then
     log "reloading dockerd's configuration (SIGHUP)"
     kill -HUP "$(cat /var/run/docker.pid)"
     for _ in $(seq 1 20); do
-      if "$docker_cli" info --format '{{json .Runtimes}}' 2>/dev/null | grep -q -- '--oci-seccomp'; then
+      if "$docker_cli" info --format '{{json .Runtimes}}' 2>/dev/null | grep -q -- '--overlay2=root:memory'; then
         exit 0
       fi
       sleep 0.5
     done
-    log "dockerd did not take the new runsc flags after SIGHUP; restart it to apply them"
+    log "dockerd did not take the new runsc runtimes after SIGHUP; restart it to apply them"
     exit 1
   fi
   exit 0

@@ -52,8 +52,9 @@ type Runner struct {
 // exitHook is what the reaper does for a command's main process: `before`
 // (taking the shell's state report) right after reaping it, then the status.
 type exitHook struct {
-	status chan syscall.WaitStatus
-	before func()
+	status  chan syscall.WaitStatus
+	before  func()
+	started func(pid int) // with the pid, before the reaper can look
 }
 
 // NewRunner finds the launcher beside this binary and builds the filter.
@@ -102,6 +103,9 @@ func init() {
 		cancel := m.(*protocol.Cancel)
 		a.mu.Lock()
 		call := a.calls[cancel.Target]
+		if p := a.programs[cancel.Target]; p != nil {
+			call = p.call
+		}
 		a.mu.Unlock()
 		if call != nil {
 			select {
@@ -398,33 +402,11 @@ func (r *Runner) start(call *Call, stdin []byte, shell string) (*run, error) {
 		}
 	}
 
-	r.mu.Lock()
-	call.group = r.nextGroup
-	r.nextGroup++
-	argv := []string{r.helper, r.filter, strconv.FormatUint(uint64(call.group), 10),
-		strconv.Itoa(protocol.SandboxUid), strconv.Itoa(protocol.SandboxGid), call.request.Cwd,
-		shell, "-c", command}
-	environment := call.redactor.environment(call.request.Env)
-	env := make([]string, 0, len(environment))
-	for k, v := range environment {
-		env = append(env, k+"="+v)
+	var hook *exitHook
+	if state != nil {
+		hook = &exitHook{before: state.settle, started: func(pid int) { state.shellPid = pid }}
 	}
-	attr := &syscall.ProcAttr{
-		Env:   env,
-		Files: files,
-	}
-	pid, err := syscall.ForkExec(r.helper, argv, attr)
-	exit := make(chan syscall.WaitStatus, 1)
-	if err == nil {
-		// Registered before the reaper can look: it takes this lock too.
-		hook := &exitHook{status: exit, before: func() {}}
-		if state != nil {
-			state.shellPid = pid
-			hook.before = state.settle
-		}
-		r.exits[pid] = hook
-	}
-	r.mu.Unlock()
+	exit, err := r.launch(call, []string{shell, "-c", command}, files, hook)
 	if err != nil {
 		if state != nil {
 			_ = state.file.Close()
@@ -435,9 +417,8 @@ func (r *Runner) start(call *Call, stdin []byte, shell string) (*run, error) {
 		if errR == outR {
 			_ = syscall.Close(outR)
 		}
-		return nil, fmt.Errorf("the launcher %s: %v", r.helper, err)
+		return nil, err
 	}
-	call.pid = pid
 	if state != nil {
 		go state.read()
 	}
@@ -455,6 +436,43 @@ func (r *Runner) start(call *Call, stdin []byte, shell string) (*run, error) {
 		shell: shell, exit: exit}, nil
 }
 
+// launch starts `program` through the launcher as the sandbox user, in the
+// call's cwd and a new call group, with the call's environment and `files`
+// as its descriptors 0, 1, 2, 3...; what `hook` asks (if given) is done
+// once the pid is known and when the reaper takes the main process.
+func (r *Runner) launch(call *Call, program []string, files []uintptr, hook *exitHook) (chan syscall.WaitStatus, error) {
+	environment := call.redactor.environment(call.request.Env)
+	env := make([]string, 0, len(environment))
+	for k, v := range environment {
+		env = append(env, k+"="+v)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	call.group = r.nextGroup
+	r.nextGroup++
+	argv := append([]string{r.helper, r.filter, strconv.FormatUint(uint64(call.group), 10),
+		strconv.Itoa(protocol.SandboxUid), strconv.Itoa(protocol.SandboxGid), call.request.Cwd},
+		program...)
+	pid, err := syscall.ForkExec(r.helper, argv, &syscall.ProcAttr{Env: env, Files: files})
+	if err != nil {
+		return nil, fmt.Errorf("the launcher %s: %w", r.helper, err)
+	}
+	if hook == nil {
+		hook = &exitHook{}
+	}
+	if hook.before == nil {
+		hook.before = func() {}
+	}
+	if hook.started != nil {
+		hook.started(pid)
+	}
+	// Registered before the reaper can look: it takes this lock too.
+	hook.status = make(chan syscall.WaitStatus, 1)
+	r.exits[pid] = hook
+	call.pid = pid
+	return hook.status, nil
+}
+
 // feed writes the command's stdin and closes it; a command that exits
 // without reading it all ends the write (EPIPE), and so does the end of the
 // call (the file is closed under the write), whatever still holds the pipe.
@@ -467,20 +485,29 @@ func feed(f *os.File, data []byte) {
 // the command started. No byte of the cwd or the command ever reaches the
 // record: the agent words the message itself.
 func (r *run) spawnFailure(cwd string) *protocol.Failure {
+	return launcherReport(r.report, "command", func(stage int32, errno syscall.Errno) (string, string) {
+		return failureOfSpawn(stage, errno, cwd)
+	})
+}
+
+// launcherReport reads the launcher's report pipe to its end: nil when it
+// closed empty (the exec succeeded), else the Failure `words` makes of its
+// record's stage and errno.
+func launcherReport(report *os.File, what string, words func(int32, syscall.Errno) (string, string)) *protocol.Failure {
 	data := make([]byte, 4*reportSize)
-	n, _ := readFull(r.report, data)
-	_ = r.report.Close()
+	n, _ := readFull(report, data)
+	_ = report.Close()
 	if n == 0 {
 		return nil
 	}
 	f := protocol.NewFailure()
 	if n != reportSize || binary.LittleEndian.Uint32(data) != reportError {
-		f.Message = fmt.Sprintf("cannot start the command: the launcher wrote %d bytes that are not a report", n)
+		f.Message = fmt.Sprintf("cannot start the %s: the launcher wrote %d bytes that are not a report", what, n)
 		return &f
 	}
 	stage := int32(binary.LittleEndian.Uint32(data[4:]))
 	errno := syscall.Errno(binary.LittleEndian.Uint32(data[8:]))
-	f.Code, f.Message = failureOfSpawn(stage, errno, cwd)
+	f.Code, f.Message = words(stage, errno)
 	return &f
 }
 

@@ -30,18 +30,20 @@ const (
 
 // Agent is the state every handler works on.
 type Agent struct {
-	out     *os.File
-	sendMu  sync.Mutex
-	mu      sync.Mutex // guards epoch, calls and kept
-	kept    *kept
-	epoch   int64
-	calls   map[int64]*Call
-	in      *os.File
-	decoder protocol.Decoder
-	decMu   sync.Mutex
-	stale   int // bytes still to skip: written before the latest resync
-	runner  *Runner
-	procs   registry // background processes
+	out    *os.File
+	sendMu sync.Mutex
+	mu     sync.Mutex // guards epoch, calls and kept
+	kept   *kept
+	epoch  int64
+	calls  map[int64]*Call
+	// Running Spawns, by request id (guarded by mu).
+	programs map[int64]*program
+	in       *os.File
+	decoder  protocol.Decoder
+	decMu    sync.Mutex
+	stale    int // bytes still to skip: written before the latest resync
+	runner   *Runner
+	procs    registry // background processes
 	// Archives being packed, by request id (guarded by mu).
 	transfers map[int64]*transfer
 	// The session's secrets (the Secrets request sets them).
@@ -79,7 +81,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "toolrt-agent: %v\n", err)
 		os.Exit(1)
 	}
-	a := &Agent{in: in, out: out, calls: map[int64]*Call{}, transfers: map[int64]*transfer{}, runner: runner, kept: newKept()}
+	a := &Agent{in: in, out: out, calls: map[int64]*Call{}, programs: map[int64]*program{}, transfers: map[int64]*transfer{}, runner: runner, kept: newKept()}
 	a.watchSignals()
 	go a.reap()
 	a.serve(in)

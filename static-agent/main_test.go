@@ -6,16 +6,12 @@ import (
 	"toolrt/agent/protocol"
 )
 
-// The exec API's requests (runtime/agent/programs.py, program_files.py) are
-// not ported yet: each is answered with an error naming it.
-var notPorted = map[string]bool{"spawn": true, "stat": true, "read_path": true, "write_path": true}
-
-// Every other request of protocol.py has a handler, and the daemon's chunks
-// and credits reach their transfer.
+// Every request of protocol.py has a handler, and the daemon's chunks,
+// credits and a program's stdin and signals reach their transfer or program.
 func TestEveryRequestIsHandled(t *testing.T) {
-	for _, op := range append(protocol.Requests, "data", "credit") {
-		if _, ok := handlers[op]; ok == notPorted[op] {
-			t.Errorf("%q: handled %v, listed as not ported %v", op, ok, notPorted[op])
+	for _, op := range append(protocol.Requests, "data", "credit", "stdin", "signal") {
+		if _, ok := handlers[op]; !ok {
+			t.Errorf("%q: no handler", op)
 		}
 	}
 }

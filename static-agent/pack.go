@@ -443,8 +443,11 @@ func init() {
 		})
 	})
 	handle("credit", func(a *Agent, frame *protocol.Frame, m protocol.Message) {
+		chunks := m.(*protocol.Credit).Chunks
 		if t := a.transferOf(frame.ID); t != nil && t.flow != nil {
-			t.flow.grant(m.(*protocol.Credit).Chunks)
+			t.flow.grant(chunks)
+		} else if p := a.programOf(frame.ID); p != nil {
+			p.grant(chunks)
 		}
 	})
 }

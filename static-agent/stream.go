@@ -84,9 +84,11 @@ type stream struct {
 	dropping     bool
 	redact       redactStream
 	// Once the call is answered with a handle: where its output goes.
-	ring  *ring
-	taken chan struct{}
-	once  sync.Once
+	ring *ring
+	// A program's output goes here instead, as it is read (never captured).
+	forward func(data []byte)
+	taken   chan struct{}
+	once    sync.Once
 }
 
 func newStream(fd int, name string, request *protocol.Exec, redactor *Redactor) *stream {
@@ -184,6 +186,10 @@ func (s *stream) keep(a *Agent, call *Call, data []byte) {
 	}
 	if s.ring != nil {
 		s.ring.add(data)
+		return
+	}
+	if s.forward != nil {
+		s.forward(data)
 		return
 	}
 	s.capture.add(data)

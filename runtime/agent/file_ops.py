@@ -18,7 +18,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Tuple, Type
 
-from . import budget, files, flow, protocol, records
+from . import budget, files, flow, protocol, records, users
 from .ops import operation
 from .protocol import INVALID_ARGUMENTS
 from .redact import Redactor
@@ -35,6 +35,8 @@ def serve(
     seconds: float,
     fn: Callable[[], Tuple[protocol.Message, bytes]],
     streams: bool = False,
+    user: str = "",
+    capabilities: bool = False,
 ) -> None:
     """Run `fn` off the loop within `seconds`; cancellable by request id.
 
@@ -49,7 +51,7 @@ def serve(
     def work() -> None:
         budget.start(limit)
         try:
-            answer(agent, rid, fn)
+            answer(agent, rid, fn, user, capabilities)
         finally:
             budget.start(None)
             agent.file_ops.pop(rid, None)
@@ -71,10 +73,16 @@ def serve(
         )
 
 
-def answer(agent: Agent, rid: int, fn: Callable[[], Tuple[protocol.Message, bytes]]) -> None:
-    """Run a file op as the sandbox user and answer it exactly once."""
+def answer(
+    agent: Agent,
+    rid: int,
+    fn: Callable[[], Tuple[protocol.Message, bytes]],
+    user: str = "",
+    capabilities: bool = False,
+) -> None:
+    """Run a file op as `user` (the sandbox user by default) and answer it exactly once."""
     try:
-        with files.as_sandbox_user():
+        with files.as_user(users.resolve(user, capabilities)):
             reply, data = fn()
     except Exception as exc:  # noqa: BLE001 - the request is answered whatever happens
         failure = failure_of(exc)
@@ -85,7 +93,7 @@ def answer(agent: Agent, rid: int, fn: Callable[[], Tuple[protocol.Message, byte
 
 def failure_of(exc: Exception) -> protocol.Failure:
     """The agent error code and message a file op's exception is answered with."""
-    if isinstance(exc, (files.FileOpError, budget.BudgetExceeded)):
+    if isinstance(exc, (files.FileOpError, budget.BudgetExceeded, users.UnknownUser)):
         return protocol.Failure(code=exc.code, message=exc.message)
     if isinstance(exc, OSError):
         failure = files.os_failure(exc, getattr(exc, "filename", None) or "path")
@@ -148,6 +156,11 @@ def op_read(agent: Agent, rid: int, request: protocol.Read, body: bytes) -> None
     serve(agent, rid, request.deadline_s, run)
 
 
+def _who(request: Any) -> Tuple[str, bool]:
+    """Whom a request's file work runs as (programs' requests name a user)."""
+    return getattr(request, "user", ""), getattr(request, "capabilities", False)
+
+
 def serve_inflow(
     agent: Agent,
     rid: int,
@@ -158,7 +171,8 @@ def serve_inflow(
     streams in as ArchiveChunks: `consume` reads them from its Inflow."""
     inflow = flow.Inflow(request.window, lambda n: agent.send(protocol.Credit(chunks=n), rid))
     agent.flows[rid] = inflow
-    serve(agent, rid, request.deadline_s, lambda: (consume(inflow), b""), streams=True)
+    user, capabilities = _who(request)
+    serve(agent, rid, request.deadline_s, lambda: (consume(inflow), b""), True, user, capabilities)
 
 
 def serve_outflow(
@@ -176,7 +190,8 @@ def serve_outflow(
         outflow.spend()
         agent.send(protocol.ArchiveChunk(), rid, chunk)
 
-    serve(agent, rid, request.deadline_s, lambda: (produce(emit), b""), streams=True)
+    user, capabilities = _who(request)
+    serve(agent, rid, request.deadline_s, lambda: (produce(emit), b""), True, user, capabilities)
 
 
 @operation(protocol.Extract)

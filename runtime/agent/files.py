@@ -22,7 +22,7 @@ import posixpath
 import stat
 from typing import Any, Iterator, List, Tuple
 
-from . import budget, protocol
+from . import budget, protocol, users
 from .protocol import (
     INTERNAL,
     INVALID_ARGUMENTS,
@@ -56,15 +56,24 @@ class FileOpError(Exception):
 
 @contextlib.contextmanager
 def as_sandbox_user() -> Iterator[None]:
-    """Filesystem access as the sandbox user, for the calling thread, for the
-    duration of the block.
+    """Filesystem access as the sandbox user (see as_user)."""
+    with as_user(users.SANDBOX):
+        yield
 
-    The thread's effective ids become the sandbox user's while its real and
-    saved ids stay root's, so it can come back (and, its effective
-    capabilities gone meanwhile, gets them back). Not setfsuid/setfsgid:
-    gVisor does not implement them. Raw syscalls, not libc's wrappers: those
-    change every thread of the process, and abort it when one thread cannot
-    follow (one running a file op as the sandbox user cannot).
+
+@contextlib.contextmanager
+def as_user(who: users.Who) -> Iterator[None]:
+    """Filesystem access as `who`, for the calling thread, for the duration
+    of the block.
+
+    The thread's effective ids become the user's while its real and saved
+    ids stay root's, so it can come back (and, its effective capabilities
+    gone meanwhile, gets them back). As root, the thread's effective
+    capabilities become root's in this session (users.py) until the block
+    ends. Not setfsuid/setfsgid: gVisor does not implement them. Raw
+    syscalls, not libc's wrappers: those change every thread of the
+    process, and abort it when one thread cannot follow (one running a file
+    op as the sandbox user cannot).
     """
     import ctypes  # loaded at the first file op (it costs every start-up)
 
@@ -78,15 +87,23 @@ def as_sandbox_user() -> Iterator[None]:
     keep = ctypes.c_long(-1)
     switched = (
         _libc.syscall(setgroups, 0, None) == 0
-        and _libc.syscall(setresgid, keep, protocol.SANDBOX_GID, keep) == 0
-        and _libc.syscall(setresuid, keep, protocol.SANDBOX_UID, keep) == 0
+        and _libc.syscall(setresgid, keep, who.gid, keep) == 0
+        and _libc.syscall(setresuid, keep, who.uid, keep) == 0
     )
+    restore = -1
     try:
         if not switched:
             reason = os.strerror(ctypes.get_errno())
-            raise FileOpError(INTERNAL, f"cannot switch to the sandbox user: {reason}")
+            raise FileOpError(INTERNAL, f"cannot switch to uid {who.uid}: {reason}")
+        if who.uid == 0:
+            try:
+                restore = users.set_effective(who.capabilities)
+            except OSError as exc:
+                raise FileOpError(INTERNAL, f"cannot set root's capabilities: {exc}") from None
         yield
     finally:
+        if restore >= 0:
+            users.set_effective(restore)
         # Going back to the saved ids is always allowed.
         _libc.syscall(setresuid, keep, 0, keep)
         _libc.syscall(setresgid, keep, 0, keep)

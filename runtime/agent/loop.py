@@ -32,6 +32,7 @@ from . import (
     file_ops,
     flow,
     healing,
+    procs,
     program_files,
     programs,
     protocol,
@@ -87,6 +88,12 @@ class Agent(
         signal.set_wakeup_fd(wake_w)
         signal.signal(signal.SIGCHLD, lambda *_: None)
         signal.signal(signal.SIGUSR1, self._on_resync_signal)
+        # A program run as root shares the agent's uid, so it may signal it:
+        # none of these may end or stop it (under gVisor the kernel does not
+        # shield the container's init). Commands start with them at their
+        # defaults (procs.RESET_SIGNALS); the daemon removes sandboxes with KILL.
+        for sig in procs.IGNORED_BY_AGENT:
+            signal.signal(sig, signal.SIG_IGN)
         self.sel.register(self.wake_r, selectors.EVENT_READ, ("wake", None))
         self.sel.register(proto_in, selectors.EVENT_READ, ("proto", None))
 

@@ -26,7 +26,7 @@ import struct
 import termios
 from typing import Dict, Optional, Tuple
 
-from . import records, seccomp
+from . import records, seccomp, users
 
 REPORT = struct.Struct("=Iii")
 ERROR = 1
@@ -112,6 +112,8 @@ class Launch:
     # A program to run instead of `bash -c command` (argv[0] without a
     # slash is looked up in env's PATH): the Spawn operation's.
     argv: Tuple[str, ...] = ()
+    # Root's capabilities (users.py), when uid is 0; anyone else has none.
+    capabilities: int = 0
 
     def program(self) -> Tuple[str, ...]:
         return self.argv or ("/bin/bash", "-c", self.command)
@@ -126,6 +128,20 @@ def above_floor(fd: int) -> int:
     return high
 
 
+# Signals the agent ignores (loop.py): every catchable one whose default ends
+# or stops a process, but those it handles (CHLD, USR1) or ignores anyway.
+IGNORED_BY_AGENT = tuple(
+    getattr(signal, name)
+    for name in (
+        "SIGHUP", "SIGINT", "SIGQUIT", "SIGILL", "SIGTRAP", "SIGABRT", "SIGBUS", "SIGFPE",
+        "SIGUSR2", "SIGSEGV", "SIGALRM", "SIGTERM", "SIGSTKFLT", "SIGTSTP", "SIGTTIN",
+        "SIGTTOU", "SIGXCPU", "SIGVTALRM", "SIGPROF", "SIGIO", "SIGPWR", "SIGSYS",
+    )
+    if hasattr(signal, name)
+)  # fmt: skip
+# What a command starts with at the default: Python ignores SIGPIPE and
+# SIGXFSZ, the agent the rest; the command must not.
+RESET_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ, *IGNORED_BY_AGENT)
 # The launcher in C (spawn.c), built by `make`; without it (or with
 # TOOLRT_NATIVE_SPAWN=0) spawn_fork below does the same from a fork of the
 # agent, at the price of copying a Python process per call.
@@ -142,7 +158,8 @@ FILTER_HEX = FILTER.hex()
 def spawn_native(launch: Launch) -> int:
     """Start the C launcher with posix_spawn (no copy of the agent); its pid,
     which becomes bash's."""
-    argv = [HELPER, FILTER_HEX, str(launch.group), str(launch.uid), str(launch.gid), launch.cwd]
+    who = users.Who(launch.uid, launch.gid, launch.capabilities)
+    argv = [HELPER, FILTER_HEX, str(launch.group), who.launcher_uid(), str(launch.gid), launch.cwd]
     argv += launch.program()
     actions = [
         (os.POSIX_SPAWN_DUP2, launch.stdin, 0),
@@ -161,8 +178,7 @@ def spawn_native(launch: Launch) -> int:
         launch.env,
         file_actions=actions,
         setsigmask=(),
-        # Python ignores SIGPIPE and SIGXFSZ; the command must not.
-        setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),
+        setsigdef=RESET_SIGNALS,
     )
 
 
@@ -174,7 +190,7 @@ def spawn_fork(launch: Launch) -> int:
     stage = STAGE_SETUP
     try:
         signal.set_wakeup_fd(-1)
-        for sig in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGCHLD):
+        for sig in (*RESET_SIGNALS, signal.SIGCHLD):
             signal.signal(sig, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_SETMASK, ())
         os.setsid()
@@ -191,6 +207,10 @@ def spawn_fork(launch: Launch) -> int:
         os.setgroups([launch.group])
         os.setgid(launch.gid)
         os.setuid(launch.uid)
+        if launch.uid == 0:
+            # Root keeps only its session's capabilities; no-new-privileges
+            # keeps the exec from handing it the bounding set.
+            users.drop_to(launch.capabilities)
         stage = STAGE_CWD
         os.chdir(launch.cwd)
         stage = STAGE_FILTER

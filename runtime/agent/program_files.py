@@ -57,7 +57,10 @@ def reasons(path: str) -> Iterator[None]:
     try:
         yield
     except OSError as exc:
-        message = files.os_failure(exc, path).message
+        # The thread runs as the user asked for: name it (its effective uid).
+        uid = os.geteuid()
+        who = "the sandbox user" if uid == protocol.SANDBOX_UID else f"uid {uid}"
+        message = files.os_failure(exc, path).message.replace("the sandbox user", who)
         raise FileOpError(REASONS.get(exc.errno or 0, protocol.INTERNAL), message) from None
 
 
@@ -214,7 +217,14 @@ def write_path(request: protocol.WritePath, source: flow.Inflow) -> protocol.Tra
 
 @operation(protocol.Stat)
 def op_stat(agent: Agent, rid: int, request: protocol.Stat, body: bytes) -> None:
-    file_ops.serve(agent, rid, request.deadline_s, lambda: (stat_path(request), b""))
+    file_ops.serve(
+        agent,
+        rid,
+        request.deadline_s,
+        lambda: (stat_path(request), b""),
+        user=request.user,
+        capabilities=request.capabilities,
+    )
 
 
 @operation(protocol.ReadPath)

@@ -37,7 +37,7 @@ import selectors
 import signal
 from typing import TYPE_CHECKING, Callable, Deque, Dict, Optional, Set, Tuple
 
-from . import calls, flow, healing, procs, protocol
+from . import calls, flow, healing, procs, protocol, users
 from .capture import Capture
 from .ops import operation
 from .redact import Redactor
@@ -228,6 +228,11 @@ class ProgramOps(calls.CallOps, healing.HealOps):
         if not argv or not argv[0]:
             self.fail(rid, protocol.INVALID_REQUEST, "argv is empty: name a program to run")
             return
+        try:
+            who = users.resolve(request.user, request.capabilities)
+        except users.UnknownUser as exc:
+            self.fail(rid, exc.code, exc.message)
+            return
         epoch = self.epoch
 
         def send(name: str, chunk: bytes) -> None:
@@ -262,14 +267,14 @@ class ProgramOps(calls.CallOps, healing.HealOps):
         out_w, err_w, report_w, stdin_r = (
             procs.above_floor(fd) for fd in (out_w, err_w, report_w, stdin_r)
         )
-        env = self.redactor.environment(request.env)
         launch = procs.Launch(
             command="",
             argv=argv,
             cwd=request.cwd,
-            env=env,
-            uid=protocol.SANDBOX_UID,
-            gid=protocol.SANDBOX_GID,
+            env=self.redactor.environment(request.env),
+            uid=who.uid,
+            gid=who.gid,
+            capabilities=who.capabilities,
             group=program.group,
             stdin=stdin_r,
             stdout=out_w,

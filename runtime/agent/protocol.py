@@ -73,6 +73,7 @@ FILE_TOO_LARGE = "FILE_TOO_LARGE"
 FILE_EXISTS = "FILE_EXISTS"
 NO_SPACE = "NO_SPACE"
 INVALID_REQUEST = "INVALID_REQUEST"
+USER_NOT_ALLOWED = "USER_NOT_ALLOWED"
 # The sandbox's paths and user, as both sides know them.
 WORKSPACE = "/workspace"
 TMP = "/tmp"
@@ -573,6 +574,11 @@ class Spawn(Message):
 
     OP: ClassVar[str] = "spawn"
     cwd: str = WORKSPACE
+    # Who runs it: "" for the sandbox user, else a name or uid of the
+    # sandbox's /etc/passwd (USER_NOT_ALLOWED when it has none). Root gets
+    # ROOT_CAPABILITIES when `capabilities`, else none.
+    user: str = ""
+    capabilities: bool = False
     env: Dict[str, str] = records.field(default_factory=dict)
     # The whole tree is killed after timeout_s (TERM, then KILL after grace_s).
     timeout_s: float = 60.0
@@ -661,6 +667,9 @@ class Stat(Message):
 
     OP: ClassVar[str] = "stat"
     path: str = ""
+    # As in Spawn.
+    user: str = ""
+    capabilities: bool = False
     deadline_s: float = FILE_OP_SECONDS
 
 
@@ -686,6 +695,9 @@ class ReadPath(Message):
 
     OP: ClassVar[str] = "read_path"
     path: str = ""
+    # As in Spawn.
+    user: str = ""
+    capabilities: bool = False
     offset: int = 0
     max_bytes: int = 1 << 30
     wait_s: float = 10.0
@@ -702,6 +714,9 @@ class WritePath(Message):
 
     OP: ClassVar[str] = "write_path"
     path: str = ""
+    # As in Spawn.
+    user: str = ""
+    capabilities: bool = False
     mode: int = 0o644
     make_parents: bool = False
     if_exists: str = "replace"

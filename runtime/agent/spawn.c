@@ -21,11 +21,17 @@
  * binary record (procs.REPORT: type, stage, errno) to fd 3 and exits 127; fd
  * 3 is close-on-exec, so it closes empty when PROGRAM starts. No byte of the
  * cwd or the command ever reaches the agent, so none can change a report.
+ *
+ * UID is `0:MASK` for root (MASK in hex: the capabilities root keeps,
+ * agent/users.py). A root exec would otherwise be handed the container's
+ * bounding set; dropping the permitted set first, under no-new-privileges
+ * (the container's, and this helper's own for the filter), keeps it at MASK.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/capability.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <stdint.h>
@@ -33,6 +39,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -65,6 +72,35 @@ static unsigned long number(const char *text) {
     return value;
 }
 
+/* UID's uid; for `0:MASK`, MASK in *caps (else none is set). */
+static uid_t user_of(char *text, unsigned long *caps, int *is_root) {
+    char *colon = strchr(text, ':');
+    *is_root = colon != NULL;
+    if (colon == NULL)
+        return (uid_t)number(text);
+    *colon = '\0';
+    char *end;
+    errno = 0;
+    *caps = strtoul(colon + 1, &end, 16);
+    if (errno != 0 || end == colon + 1 || *end != '\0' || number(text) != 0)
+        fail(STAGE_SETUP, EINVAL);
+    return 0;
+}
+
+/* Keep only `mask` (the low 32 capabilities), permitted and effective. */
+static void keep_capabilities(unsigned long mask) {
+    struct __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
+    struct __user_cap_data_struct data[2];
+    if (syscall(SYS_capget, &header, data) != 0)
+        fail(STAGE_USER, errno);
+    data[0].permitted &= (uint32_t)mask;
+    data[0].effective = data[0].permitted;
+    data[0].inheritable = 0;
+    memset(&data[1], 0, sizeof data[1]);
+    if (syscall(SYS_capset, &header, data) != 0)
+        fail(STAGE_USER, errno);
+}
+
 static int nibble(char c) {
     if (c >= '0' && c <= '9')
         return c - '0';
@@ -95,7 +131,9 @@ int main(int argc, char **argv) {
         fail(STAGE_SETUP, EINVAL); /* usage: toolrt-spawn FILTER GROUP UID GID CWD PROGRAM ARG... */
     const char *filter = argv[1];
     gid_t group = (gid_t)number(argv[2]);
-    uid_t uid = (uid_t)number(argv[3]);
+    unsigned long caps = 0;
+    int is_root = 0;
+    uid_t uid = user_of(argv[3], &caps, &is_root);
     gid_t gid = (gid_t)number(argv[4]);
     const char *cwd = argv[5];
     char **command = &argv[6];
@@ -114,6 +152,8 @@ int main(int argc, char **argv) {
     }
     if (setgroups(1, &group) != 0 || setgid(gid) != 0 || setuid(uid) != 0)
         fail(STAGE_USER, errno);
+    if (is_root)
+        keep_capabilities(caps);
     if (chdir(cwd) != 0)
         fail(STAGE_CWD, errno);
     install_filter(filter);

@@ -419,10 +419,8 @@ class AgentClient:
                     await call
 
     # -- programs (programs.py and program_files.py in the agent) -----------
-    async def stat(self, path: str) -> protocol.StatReply:
-        reply, _ = await self._call(
-            protocol.Stat(path=path), protocol.StatReply, failures=program_failure_of
-        )
+    async def stat(self, request: protocol.Stat) -> protocol.StatReply:
+        reply, _ = await self._call(request, protocol.StatReply, failures=program_failure_of)
         return reply
 
     def read_path(self, request: protocol.ReadPath) -> AsyncGenerator[bytes, None]:

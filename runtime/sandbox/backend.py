@@ -58,6 +58,10 @@ class SandboxSpec:
     tenant: str = DEFAULT_TENANT
     labels: dict[str, str] = field(default_factory=dict)
     runtime: str = ""
+    # Root's capabilities (ROOT_CAPS) join the container's bounding set.
+    root_capabilities: bool = False
+    # The root filesystem is writable (on a runtime that bounds it).
+    writable_root: bool = False
 
 
 class Sandbox(Protocol):

@@ -71,6 +71,8 @@ def session_request_from_pb(msg: pb.CreateSessionRequest) -> SessionRequest:
         secrets=list(msg.secrets),
         network=network_from_pb(msg.network),
         runtime=msg.runtime,
+        users=list(msg.users),
+        root_filesystem=msg.root_filesystem,
     )
 
 
@@ -101,6 +103,8 @@ def info_to_pb(info: SessionInfo) -> pb.Session:
         ),
         runtime=info.runtime,
         closed_reason=info.closed_reason,
+        users=info.users,
+        root_filesystem=info.root_filesystem,
     )
 
 

@@ -19,6 +19,7 @@ import grpc
 from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
 from runtime.agent import protocol
 from runtime.audit import AuditLog
+from runtime.auth.principals import Principal
 from runtime.server.auth import principal_of
 from runtime.sessions.programs import ExecSpec, Programs, WriteSpec, new_exec_id, refused
 
@@ -82,6 +83,11 @@ def argv_digest(spec: ExecSpec) -> dict[str, Any]:
     return {"args_sha256": hashlib.sha256(raw).hexdigest(), "args_bytes": len(raw)}
 
 
+def audited_user(user: str) -> str:
+    """The user a program asked for, as the audit log records it ("" = the sandbox user)."""
+    return user[:64] or "sandbox"
+
+
 def exit_to_pb(reply: protocol.SpawnExit) -> pb.ExecExit:
     return pb.ExecExit(
         exit_code=reply.exit_code,
@@ -112,7 +118,8 @@ class ProgramRpcs:
         inputs = exec_inputs(request_iterator, spec)
         events = self._programs.exec(who.tenant, spec, inputs)
         ended = protocol.SpawnExit()
-        with self._audit.guard("exec", who, spec.session_id):
+        user = audited_user(spec.user)
+        with self._audit.guard("exec", who, spec.session_id, user=user):
             # Leaving early (the client cancelled, went away or ran out of
             # time) closes `events`: the program's whole tree is killed.
             async with contextlib.aclosing(events):
@@ -134,15 +141,33 @@ class ProgramRpcs:
             started,
             exit_code=ended.exit_code,
             exec_id=exec_id,
+            user=user,
             **argv_digest(spec),
         )
         yield pb.ExecEvent(exit=exit_to_pb(ended))
+
+    def _file_done(
+        self,
+        event: str,
+        who: Principal,
+        session_id: str,
+        started: float,
+        path: str,
+        user: str,
+        size: int | None = None,
+    ) -> None:
+        """The audit record of a file RPC that succeeded."""
+        fields: dict[str, Any] = {"path": path[:256], "user": user}
+        if size is not None:
+            fields["bytes"] = size
+        self._audit.transfer(event, who, session_id, started, **fields)
 
     async def ReadFile(
         self, request: pb.ReadFileRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.ReadFileChunk]:
         who, started, size = principal_of(context), time.monotonic(), 0
-        with self._audit.guard("file.read", who, request.session_id):
+        user = audited_user(request.user)
+        with self._audit.guard("file.read", who, request.session_id, user=user):
             chunks = self._programs.read(
                 who.tenant,
                 request.session_id,
@@ -155,9 +180,7 @@ class ProgramRpcs:
                 async for chunk in chunks:
                     size += len(chunk)
                     yield pb.ReadFileChunk(data=chunk)
-        self._audit.transfer(
-            "file.read", who, request.session_id, started, path=request.path[:256], bytes=size
-        )
+        self._file_done("file.read", who, request.session_id, started, request.path, user, size)
 
     async def WriteFile(
         self, request_iterator: AsyncIterator[pb.WriteFileRequest], context: Any
@@ -186,24 +209,23 @@ class ProgramRpcs:
                 if message.data:
                     yield message.data
 
-        data = chunks()
+        data, user = chunks(), audited_user(spec.user)
         async with contextlib.aclosing(data):
-            with self._audit.guard("file.write", who, spec.session_id):
+            with self._audit.guard("file.write", who, spec.session_id, user=user):
                 size = await self._programs.write(who.tenant, spec, data)
-        self._audit.transfer(
-            "file.write", who, spec.session_id, started, path=spec.path[:256], bytes=size
-        )
+        self._file_done("file.write", who, spec.session_id, started, spec.path, user, size)
         return pb.WriteFileResponse(bytes=size)
 
     async def StatPath(
         self, request: pb.StatPathRequest, context: grpc.aio.ServicerContext
     ) -> pb.PathInfo:
         who, started = principal_of(context), time.monotonic()
-        with self._audit.guard("file.stat", who, request.session_id):
+        user = audited_user(request.user)
+        with self._audit.guard("file.stat", who, request.session_id, user=user):
             info = await self._programs.stat(
                 who.tenant, request.session_id, request.path, request.user
             )
-        self._audit.transfer("file.stat", who, request.session_id, started, path=request.path[:256])
+        self._file_done("file.stat", who, request.session_id, started, request.path, user)
         return pb.PathInfo(
             exists=info.exists,
             type=info.type,

@@ -39,6 +39,7 @@ from runtime.observability.metrics import SOURCE_COLD, SOURCE_POOL, Metrics
 from runtime.policy.allowlist import Allowlist, PathPolicy, session_policy
 from runtime.policy.hosts import NetworkPolicy
 from runtime.sandbox.backend import Sandbox, SandboxBackend, SandboxSpec
+from runtime.sessions import grants
 from runtime.sessions.admission import available_memory, check_memory
 from runtime.sessions.adoption import SessionSink
 from runtime.sessions.journal import Journal
@@ -85,6 +86,10 @@ class SessionRequest:
     network: NetworkRequest | None = None
     # OCI runtime: "" for the config's `runtime`, or one of its `runtimes`.
     runtime: str = ""
+    # Users besides the sandbox user its programs may name (the tenant's
+    # `users` grant them), and "read-only" ("" too) or "writable".
+    users: list[str] = field(default_factory=list)
+    root_filesystem: str = ""
     # What the creation counts as in the metrics when not simply pool or
     # cold: "fork" or "snapshot" (the snapshots' facade sets it).
     origin: str = ""
@@ -211,6 +216,8 @@ class SessionManager(RestartOps):
         session in it (any failure there closes the session again)."""
         started = time.monotonic()
         limits, paths, names, network = self._validated(tenant, request)
+        runtime = self._runtime_of(request)
+        grant = grants.grant(self._config, tenant, request.users, request.root_filesystem, runtime)
         env = {**proxy_env(), **request.env} if network.enabled else dict(request.env)
         session_id = uuid.uuid4().hex
         spec = SandboxSpec(
@@ -219,7 +226,9 @@ class SessionManager(RestartOps):
             limits=limits,
             tenant=tenant,
             labels=request.labels,
-            runtime=self._runtime_of(request),
+            runtime=runtime,
+            root_capabilities=grant.root_capabilities,
+            writable_root=grant.writable_root,
         )
         self.quotas.admit(tenant, spec.image, spec.runtime, limits)
         try:
@@ -250,6 +259,9 @@ class SessionManager(RestartOps):
             journal=self._new_journal(),
             secrets=names,
             redactor=Redactor({name: self._secrets[name] for name in names}),
+            users=grant.users,
+            root_capabilities=grant.root_capabilities,
+            root_filesystem=grants.ROOT_WRITABLE if grant.writable_root else grants.ROOT_READ_ONLY,
         )
         self._sessions[session_id] = session
         self._watch(session)
@@ -350,7 +362,9 @@ class SessionManager(RestartOps):
         pool, limits = self._pool, spec.limits
         # Claiming a warm container moves it from the pool to the sessions:
         # the live count stays the same, so a full daemon can still serve it.
-        if pool is None or not pool.can_serve(spec.image, limits, request.labels, spec.runtime):
+        # Warm containers have the default root (read-only, no capabilities).
+        pooled = pool if not (spec.root_capabilities or spec.writable_root) else None
+        if pooled is None or not pooled.can_serve(spec.image, limits, request.labels, spec.runtime):
             if pool is not None and self._live() >= self._config.max_sessions:
                 # A session needs the slot more than a warm container, ready
                 # or still being created.
@@ -361,7 +375,9 @@ class SessionManager(RestartOps):
         try:
             await self._ensure_reaped()
             warm = (
-                await pool.claim(spec.image, limits, request.labels, spec.runtime) if pool else None
+                await pooled.claim(spec.image, limits, request.labels, spec.runtime)
+                if pooled
+                else None
             )
             if warm is not None:
                 return replace(spec, session_id=warm.session_id), warm.sandbox

@@ -7,7 +7,8 @@ as session activity (the idle reaper waits; a lost sandbox closes the
 session), without the session's write lock: programs run beside the
 model's calls and each other.
 
-Any path in the sandbox, with the sandbox user's permissions: the
+Any path in the sandbox, with the permissions of the user asked for (the
+sandbox user, or one of the session's `users`, sessions/grants.py): the
 allowlist governs the model's file tools only, the container is the wall
 here. Relative paths are under /workspace. Every refusal is a
 ProgramError (or another request error) with DESIGN's reason. A file read
@@ -37,6 +38,7 @@ from runtime.errors import (
     ToolFailure,
 )
 from runtime.sandbox.agent_client import TRANSFER_SECONDS
+from runtime.sessions import grants
 from runtime.sessions.manager import SessionManager
 from runtime.sessions.session import Session
 from runtime.sessions.slots import TransferSlots
@@ -44,8 +46,6 @@ from runtime.sessions.transfers import session_activity
 from runtime.tools.shell import command_env
 from runtime.tools.validation import env_problem, path_too_long
 
-# Who `user` may name in this version: the sandbox user, by name or uid.
-SANDBOX_USERS = ("", "sandbox", str(SANDBOX_UID))
 # An Exec with no timeout_s, in a session without call_timeout_s: its
 # session's lifetime ends it.
 NO_TIMEOUT_S = 365 * 86400.0
@@ -116,13 +116,35 @@ def in_sandbox(path: str, what: str = "path") -> str:
     return posixpath.join(WORKSPACE, path)
 
 
-def check_user(user: str) -> None:
-    if user not in SANDBOX_USERS:
+@dataclass(frozen=True)
+class RunAs:
+    """Whom the agent runs a program or file operation as."""
+
+    # "" for the sandbox user, else as the request named it.
+    user: str
+    # Root gets its session's capabilities (the tenant's root_capabilities).
+    capabilities: bool
+
+
+def run_as(session: Session, user: str, agent: str) -> RunAs:
+    """The sandbox user or one of the session's `users`, else USER_NOT_ALLOWED."""
+    if user not in grants.SANDBOX_NAMES and agent == "static":
         msg = (
-            f"user {user[:64]!r}: this version runs programs as the sandbox user only "
-            f'("sandbox", uid {SANDBOX_UID})'
+            f'user {user[:64]!r}: the static agent (agent = "static") runs programs '
+            "as the sandbox user only"
         )
         raise ProgramError(msg, "USER_NOT_ALLOWED")
+    if not grants.user_listed(user, session.users):
+        allowed = ", ".join(repr(u) for u in session.users)
+        msg = (
+            f"user {user[:64]!r} is not one of this session's users: the sandbox user "
+            f'("sandbox", uid {SANDBOX_UID}){", " + allowed if allowed else ""} '
+            "(CreateSession's `users`, within the tenant's grant)"
+        )
+        raise ProgramError(msg, "USER_NOT_ALLOWED")
+    if user in grants.SANDBOX_NAMES:
+        return RunAs("", False)
+    return RunAs(user, session.root_capabilities)
 
 
 @contextlib.contextmanager
@@ -151,11 +173,14 @@ class Programs:
         self._exec_ids: set[tuple[str, str, str]] = set()
 
     @contextlib.asynccontextmanager
-    async def _session(self, tenant: str, session_id: str, user: str) -> AsyncIterator[Session]:
-        """The session, once the request has paid for itself (a call of its
-        budget, a token of its tenant's rate), as session activity."""
+    async def _session(
+        self, tenant: str, session_id: str, user: str
+    ) -> AsyncIterator[tuple[Session, RunAs]]:
+        """The session and whom to run as, once the request has paid for
+        itself (a call of its budget, a token of its tenant's rate), as
+        session activity."""
         session = await self._manager.lookup(tenant, session_id)
-        check_user(user)
+        who = run_as(session, user, self._config.agent)
         await self._manager.quotas.take_calls(tenant, 1)
         # Held for its tenant's rate: the session may have closed meanwhile.
         session = self._manager.get(tenant, session_id)
@@ -168,12 +193,13 @@ class Programs:
         session.calls += 1
         async with session_activity(self._manager, session):
             with as_program_errors():
-                yield session
+                yield session, who
 
     async def stat(self, tenant: str, session_id: str, path: str, user: str) -> protocol.StatReply:
         where = in_sandbox(path)
-        async with self._session(tenant, session_id, user) as session:
-            return await session.sandbox.agent.stat(where)
+        async with self._session(tenant, session_id, user) as (session, who):
+            request = protocol.Stat(path=where, user=who.user, capabilities=who.capabilities)
+            return await session.sandbox.agent.stat(request)
 
     async def read(
         self, tenant: str, session_id: str, path: str, user: str, offset: int, max_bytes: int
@@ -184,16 +210,21 @@ class Programs:
             msg = f"offset {offset} and max_bytes {max_bytes}: expected 0 or more"
             raise refused(msg)
         ceiling = self._config.file_max_bytes
-        request = protocol.ReadPath(
-            path=where,
-            offset=offset,
-            max_bytes=min(max_bytes or ceiling, ceiling),
-            deadline_s=TRANSFER_SECONDS,
-        )
         async with (
-            self._session(tenant, session_id, user) as session,
+            self._session(tenant, session_id, user) as (session, who),
             self._slots.slot(tenant) as slot,
-            contextlib.aclosing(session.sandbox.agent.read_path(request)) as chunks,
+            contextlib.aclosing(
+                session.sandbox.agent.read_path(
+                    protocol.ReadPath(
+                        path=where,
+                        user=who.user,
+                        capabilities=who.capabilities,
+                        offset=offset,
+                        max_bytes=min(max_bytes or ceiling, ceiling),
+                        deadline_s=TRANSFER_SECONDS,
+                    )
+                )
+            ) as chunks,
             contextlib.aclosing(self._slots.paced_out(slot, chunks)) as paced,
         ):
             async for chunk in paced:
@@ -208,17 +239,19 @@ class Programs:
         if spec.mode > 0o777:
             msg = f"mode {spec.mode:o}: expected permission bits (at most 0777)"
             raise refused(msg)
-        request = protocol.WritePath(
-            path=where,
-            mode=spec.mode or 0o644,
-            make_parents=spec.make_parents,
-            if_exists=spec.if_exists or "replace",
-            deadline_s=TRANSFER_SECONDS,
-        )
         async with (
-            self._session(tenant, spec.session_id, spec.user) as session,
+            self._session(tenant, spec.session_id, spec.user) as (session, who),
             self._slots.slot(tenant) as slot,
         ):
+            request = protocol.WritePath(
+                path=where,
+                user=who.user,
+                capabilities=who.capabilities,
+                mode=spec.mode or 0o644,
+                make_parents=spec.make_parents,
+                if_exists=spec.if_exists or "replace",
+                deadline_s=TRANSFER_SECONDS,
+            )
             paced = self._slots.paced_in(slot, chunks)
             reply = await session.sandbox.agent.write_path(request, paced)
         return reply.bytes
@@ -251,9 +284,9 @@ class Programs:
             raise refused(msg)
         ceiling = self._config.exec_output_cap_bytes
         with self._running_as(tenant, spec):
-            async with self._session(tenant, spec.session_id, spec.user) as session:
+            async with self._session(tenant, spec.session_id, spec.user) as (session, who):
                 events = session.sandbox.agent.spawn(
-                    self.spawn_request(spec, session, cwd, ceiling), argv, inputs
+                    self.spawn_request(spec, session, who, cwd, ceiling), argv, inputs
                 )
                 async with contextlib.aclosing(events):
                     async for event in events:
@@ -279,15 +312,17 @@ class Programs:
             self._exec_ids.discard(key)
 
     def spawn_request(
-        self, spec: ExecSpec, session: Session, cwd: str, ceiling: int
+        self, spec: ExecSpec, session: Session, who: RunAs, cwd: str, ceiling: int
     ) -> protocol.Spawn:
-        """The agent's Spawn for an exec in `session`."""
+        """The agent's Spawn for an exec in `session`, as `who`."""
         timeout = spec.timeout_s or session.limits.call_timeout_s or NO_TIMEOUT_S
         env = command_env(session.env, spec.env)
         if spec.tty and "TERM" not in spec.env:
             env["TERM"] = TTY_TERM
         return protocol.Spawn(
             cwd=cwd,
+            user=who.user,
+            capabilities=who.capabilities,
             env=env,
             timeout_s=timeout,
             grace_s=self._config.kill_grace_s,

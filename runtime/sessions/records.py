@@ -64,6 +64,9 @@ def record_of(session: Session) -> SessionRecord:
             "secrets": session.secrets,
             "ttl_seconds": session.ttl_seconds,
             "idle_seconds": session.idle_seconds,
+            "users": session.users,
+            "root_capabilities": session.root_capabilities,
+            "root_filesystem": session.root_filesystem,
         },
         calls=session.calls,
         tool_state=dump_tool_state(session.tool_state),
@@ -104,4 +107,7 @@ def session_of(
         journal=journal,
         secrets=list(spec.get("secrets", [])),
         redactor=Redactor({name: secrets[name] for name in names}),
+        users=list(spec.get("users") or []),
+        root_capabilities=bool(spec.get("root_capabilities", False)),
+        root_filesystem=spec.get("root_filesystem") or "read-only",
     )

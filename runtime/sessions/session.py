@@ -60,6 +60,12 @@ class Session:
     redactor: Redactor = field(default_factory=Redactor)
     # Why it closed (state.sessions REASON_*), once it has.
     closed_reason: str = ""
+    # Users besides the sandbox user its programs may name, as asked at
+    # creation; whether root among them has capabilities (the tenant's
+    # root_capabilities); "read-only" or "writable". All fixed at creation.
+    users: list[str] = field(default_factory=list)
+    root_capabilities: bool = False
+    root_filesystem: str = "read-only"
 
     @property
     def expires_at(self) -> float:

@@ -38,6 +38,8 @@ class SessionInfo:
     idle_seconds: float
     calls: int
     closed_reason: str
+    users: list[str]
+    root_filesystem: str
 
 
 def info_of(session: Session) -> SessionInfo:
@@ -63,6 +65,8 @@ def info_of(session: Session) -> SessionInfo:
         idle_seconds=session.idle_seconds,
         calls=session.calls,
         closed_reason=session.closed_reason,
+        users=session.users,
+        root_filesystem=session.root_filesystem,
     )
 
 
@@ -93,4 +97,6 @@ def info_of_record(record: SessionRecord) -> SessionInfo:
         idle_seconds=float(spec.get("idle_seconds", 0)),
         calls=record.calls,
         closed_reason=record.closed_reason,
+        users=list(spec.get("users") or []),
+        root_filesystem=spec.get("root_filesystem") or "read-only",
     )

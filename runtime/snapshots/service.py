@@ -440,6 +440,8 @@ def _source_of(session: Session, include_tmp: bool) -> dict[str, Any]:
         "include_tmp": include_tmp,
         "image": session.image,
         "runtime": session.runtime,
+        "users": list(session.users),
+        "root_filesystem": session.root_filesystem,
         "limits": session.limits.model_dump(),
         "allowlist": {
             "read_roots": list(session.allowlist.read_roots),
@@ -487,5 +489,7 @@ def _request_from(source: dict[str, Any]) -> SessionRequest:
         if network.get("allow")
         else None,
         runtime=source.get("runtime", ""),
+        users=list(source.get("users") or []),
+        root_filesystem=source.get("root_filesystem", ""),
         origin=SOURCE_FORK,
     )

@@ -145,8 +145,7 @@ async def run(ctx: ToolContext, args: PythonArgs) -> dict[str, Any]:
 
 async def _why_not_started(ctx: ToolContext, failed: CannotStart) -> ToolFailure:
     """What the model is told when the interpreter cannot start: the image has
-    no python3, or the sandbox's agent cannot run it (the static agent has no
-    Spawn)."""
+    no python3, or why else it did not start."""
     probe = protocol.Exec(command="command -v python3", env=command_env(ctx.env, None))
     with contextlib.suppress(ToolFailure):
         found, _ = await ctx.agent.exec(probe)
@@ -155,11 +154,6 @@ async def _why_not_started(ctx: ToolContext, failed: CannotStart) -> ToolFailure
                 "this session's image has no python3, which the python tool runs; use the "
                 "shell tool, or a session of an image with Python 3"
             )
-    if "does not implement" in failed.why or "unknown op" in failed.why:
-        return FileMissing(
-            'the python tool needs the Python agent (config agent = "python"); this '
-            "sandbox runs the static agent, which cannot start the interpreter"
-        )
     return failed
 
 

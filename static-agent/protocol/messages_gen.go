@@ -15,6 +15,14 @@ const (
 	Timeout          = "TIMEOUT"
 	Internal         = "INTERNAL"
 	OutcomeUnknown   = "OUTCOME_UNKNOWN"
+	FileNotFound     = "FILE_NOT_FOUND"
+	PermissionDenied = "PERMISSION_DENIED"
+	IsADirectory     = "IS_A_DIRECTORY"
+	NotADirectory    = "NOT_A_DIRECTORY"
+	FileTooLarge     = "FILE_TOO_LARGE"
+	FileExists       = "FILE_EXISTS"
+	NoSpace          = "NO_SPACE"
+	InvalidRequest   = "INVALID_REQUEST"
 	Workspace        = "/workspace"
 	Tmp              = "/tmp"
 	SandboxUid       = 1000
@@ -804,6 +812,8 @@ func (m *RelayStart) UnmarshalJSON(data []byte) error {
 // Spawn: Run a program as the sandbox user. The body is its argv, each argument
 type Spawn struct {
 	Cwd          string
+	User         string
+	Capabilities bool
 	Env          map[string]string
 	TimeoutS     float64
 	GraceS       float64
@@ -820,6 +830,8 @@ type Spawn struct {
 func NewSpawn() Spawn {
 	return Spawn{
 		Cwd:          "/workspace",
+		User:         "",
+		Capabilities: false,
 		Env:          map[string]string{},
 		TimeoutS:     60.0,
 		GraceS:       0.5,
@@ -837,6 +849,8 @@ func (*Spawn) Op() string { return "spawn" }
 
 func (m *Spawn) encodeFields(e *encoder) {
 	e.str("cwd", m.Cwd)
+	e.str("user", m.User)
+	e.boolean("capabilities", m.Capabilities)
 	e.stringMap("env", m.Env, false)
 	e.float("timeout_s", m.TimeoutS)
 	e.float("grace_s", m.GraceS)
@@ -851,6 +865,12 @@ func (m *Spawn) encodeFields(e *encoder) {
 
 func (m *Spawn) decodeFields(raw map[string]json.RawMessage) error {
 	if err := field(raw, "cwd", &m.Cwd, false, "Spawn.cwd"); err != nil {
+		return err
+	}
+	if err := field(raw, "user", &m.User, false, "Spawn.user"); err != nil {
+		return err
+	}
+	if err := field(raw, "capabilities", &m.Capabilities, false, "Spawn.capabilities"); err != nil {
 		return err
 	}
 	if err := field(raw, "env", &m.Env, false, "Spawn.env"); err != nil {
@@ -894,15 +914,19 @@ func (m *Spawn) UnmarshalJSON(data []byte) error {
 
 // Stat: What is at `path` (not following a final symlink).
 type Stat struct {
-	Path      string
-	DeadlineS float64
+	Path         string
+	User         string
+	Capabilities bool
+	DeadlineS    float64
 }
 
 // NewStat is a Stat with protocol.py's defaults.
 func NewStat() Stat {
 	return Stat{
-		Path:      "",
-		DeadlineS: 60.0,
+		Path:         "",
+		User:         "",
+		Capabilities: false,
+		DeadlineS:    60.0,
 	}
 }
 
@@ -910,11 +934,19 @@ func (*Stat) Op() string { return "stat" }
 
 func (m *Stat) encodeFields(e *encoder) {
 	e.str("path", m.Path)
+	e.str("user", m.User)
+	e.boolean("capabilities", m.Capabilities)
 	e.float("deadline_s", m.DeadlineS)
 }
 
 func (m *Stat) decodeFields(raw map[string]json.RawMessage) error {
 	if err := field(raw, "path", &m.Path, false, "Stat.path"); err != nil {
+		return err
+	}
+	if err := field(raw, "user", &m.User, false, "Stat.user"); err != nil {
+		return err
+	}
+	if err := field(raw, "capabilities", &m.Capabilities, false, "Stat.capabilities"); err != nil {
 		return err
 	}
 	if err := field(raw, "deadline_s", &m.DeadlineS, false, "Stat.deadline_s"); err != nil {
@@ -931,23 +963,27 @@ func (m *Stat) UnmarshalJSON(data []byte) error {
 
 // ReadPath: A file's bytes from `offset`, streamed as ArchiveChunk events under
 type ReadPath struct {
-	Path      string
-	Offset    int64
-	MaxBytes  int64
-	WaitS     float64
-	DeadlineS float64
-	Window    int64
+	Path         string
+	User         string
+	Capabilities bool
+	Offset       int64
+	MaxBytes     int64
+	WaitS        float64
+	DeadlineS    float64
+	Window       int64
 }
 
 // NewReadPath is a ReadPath with protocol.py's defaults.
 func NewReadPath() ReadPath {
 	return ReadPath{
-		Path:      "",
-		Offset:    0,
-		MaxBytes:  1073741824,
-		WaitS:     10.0,
-		DeadlineS: 60.0,
-		Window:    4,
+		Path:         "",
+		User:         "",
+		Capabilities: false,
+		Offset:       0,
+		MaxBytes:     1073741824,
+		WaitS:        10.0,
+		DeadlineS:    60.0,
+		Window:       4,
 	}
 }
 
@@ -955,6 +991,8 @@ func (*ReadPath) Op() string { return "read_path" }
 
 func (m *ReadPath) encodeFields(e *encoder) {
 	e.str("path", m.Path)
+	e.str("user", m.User)
+	e.boolean("capabilities", m.Capabilities)
 	e.int("offset", m.Offset)
 	e.int("max_bytes", m.MaxBytes)
 	e.float("wait_s", m.WaitS)
@@ -964,6 +1002,12 @@ func (m *ReadPath) encodeFields(e *encoder) {
 
 func (m *ReadPath) decodeFields(raw map[string]json.RawMessage) error {
 	if err := field(raw, "path", &m.Path, false, "ReadPath.path"); err != nil {
+		return err
+	}
+	if err := field(raw, "user", &m.User, false, "ReadPath.user"); err != nil {
+		return err
+	}
+	if err := field(raw, "capabilities", &m.Capabilities, false, "ReadPath.capabilities"); err != nil {
 		return err
 	}
 	if err := field(raw, "offset", &m.Offset, false, "ReadPath.offset"); err != nil {
@@ -992,23 +1036,27 @@ func (m *ReadPath) UnmarshalJSON(data []byte) error {
 
 // WritePath: Write the daemon's ArchiveChunk events (as an Extract's) to `path`,
 type WritePath struct {
-	Path        string
-	Mode        int64
-	MakeParents bool
-	IfExists    string
-	DeadlineS   float64
-	Window      int64
+	Path         string
+	User         string
+	Capabilities bool
+	Mode         int64
+	MakeParents  bool
+	IfExists     string
+	DeadlineS    float64
+	Window       int64
 }
 
 // NewWritePath is a WritePath with protocol.py's defaults.
 func NewWritePath() WritePath {
 	return WritePath{
-		Path:        "",
-		Mode:        420,
-		MakeParents: false,
-		IfExists:    "replace",
-		DeadlineS:   60.0,
-		Window:      4,
+		Path:         "",
+		User:         "",
+		Capabilities: false,
+		Mode:         420,
+		MakeParents:  false,
+		IfExists:     "replace",
+		DeadlineS:    60.0,
+		Window:       4,
 	}
 }
 
@@ -1016,6 +1064,8 @@ func (*WritePath) Op() string { return "write_path" }
 
 func (m *WritePath) encodeFields(e *encoder) {
 	e.str("path", m.Path)
+	e.str("user", m.User)
+	e.boolean("capabilities", m.Capabilities)
 	e.int("mode", m.Mode)
 	e.boolean("make_parents", m.MakeParents)
 	e.str("if_exists", m.IfExists)
@@ -1025,6 +1075,12 @@ func (m *WritePath) encodeFields(e *encoder) {
 
 func (m *WritePath) decodeFields(raw map[string]json.RawMessage) error {
 	if err := field(raw, "path", &m.Path, false, "WritePath.path"); err != nil {
+		return err
+	}
+	if err := field(raw, "user", &m.User, false, "WritePath.user"); err != nil {
+		return err
+	}
+	if err := field(raw, "capabilities", &m.Capabilities, false, "WritePath.capabilities"); err != nil {
 		return err
 	}
 	if err := field(raw, "mode", &m.Mode, false, "WritePath.mode"); err != nil {

@@ -9,7 +9,6 @@ from langchain_tests.integration_tests import SandboxIntegrationTests
 
 from runtime.integrations.deepagents import ToolrtSandbox
 
-NO_PYTHON = "the check runs `python -c`; the default image has only `python3`"
 GLOB_ABSOLUTE = (
     "this deepagents' glob (BaseSandbox's own) returns absolute paths; the suite wants "
     "them relative to the search root (0.7.10 to 0.7.32 all absolutize)"
@@ -18,10 +17,8 @@ WRITE_OVERWRITES = (
     "this deepagents' write (BaseSandbox's own) replaces an existing file, as its "
     "documentation says (every 0.7 release); the suite wants an 'already exists' error"
 )
-# Checks this langchain-tests and this deepagents disagree on, or the image lacks.
+# Checks this langchain-tests and this deepagents disagree on.
 EXPECTED_FAILURES = {
-    "test_execute_large_stdout_payload": NO_PYTHON,
-    "test_aexecute_large_stdout_payload": NO_PYTHON,
     "test_write_existing_file_fails": WRITE_OVERWRITES,
     "test_glob": GLOB_ABSOLUTE,
     "test_glob_basic_pattern": GLOB_ABSOLUTE,

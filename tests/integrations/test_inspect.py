@@ -21,8 +21,8 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 TASK = "self_check"
 EXPECTED_FAILURES = {
     "test_exec_as_user": (
-        "exec as another user (here root, to add a user) is not built yet: "
-        "the daemon answers USER_NOT_ALLOWED, raised as SandboxUserUnsupportedError"
+        "the check adds a user as root: on a default session the daemon grants no "
+        "other user (USER_NOT_ALLOWED, raised as SandboxUserUnsupportedError)"
     ),
 }
 

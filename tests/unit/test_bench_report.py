@@ -85,6 +85,19 @@ def test_throughput_is_judged_in_calls_per_second_not_as_a_ratio(per_s: float, m
     assert beside.met is None
 
 
+def test_the_typescript_client_is_reported_as_a_ratio_to_the_python_client() -> None:
+    s = _run()
+    s["ts_exec"] = _sample("TypeScript client Execute shell true", 6)
+    s["py_exec"] = _sample("Python client Execute shell true", 4)
+    found = [c for c in report.checks(s, EXTRA) if "ts_exec" in c.what]
+    assert [(c.what, c.value, c.target, c.met) for c in found] == [
+        ("ts_exec / py_exec (p50)", 1.5, "reported", None)
+    ]
+    assert report.target_table(found, NAMES)[2].startswith(
+        "| TypeScript client shell true / Python client shell true (p50) | 1.5 |"
+    )
+
+
 def test_execute_slower_than_the_host_misses() -> None:
     by_what = {c.what: c for c in report.checks(_run(exec_ms=3.0), EXTRA)}
     assert by_what["exec / host (p50)"].met is False

@@ -142,15 +142,25 @@ def test_a_stale_epoch_is_dropped_and_unknown_ops_are_refused(agent: AgentProces
     assert (failure.code, failure.message) == (protocol.INTERNAL, 'unknown op "nope"')
 
 
-def test_what_it_does_not_do_yet_is_answered_with_an_error_naming_it(
-    agent: AgentProcess,
-) -> None:
-    # The exec API's requests (programs.py, program_files.py), not ported yet.
+def test_programs_as_another_user_or_on_a_terminal_are_refused(agent: AgentProcess) -> None:
+    # What the static agent does not do yet (the Python agent does), refused
+    # by name rather than run as the sandbox user without a terminal.
     agent.hello(epoch=2)
-    for request in (protocol.Spawn(), protocol.Stat(), protocol.ReadPath(), protocol.WritePath()):
-        failure = agent.request(request).as_type(protocol.Failure)
+    asks = {
+        61: b'{"op":"spawn","id":61,"epoch":2,"user":"root"}',
+        62: b'{"op":"spawn","id":62,"epoch":2,"tty":true}',
+        63: b'{"op":"stat","id":63,"epoch":2,"path":"/","user":"root"}',
+    }
+    for rid, header in asks.items():
+        agent.write(protocol.PREFIX.pack(protocol.MAGIC, len(header), 0) + header)
+        failure = agent.frame(lambda f, rid=rid: f.request_id == rid).as_type(protocol.Failure)
         assert failure.code == protocol.INVALID_ARGUMENTS
-        assert f"does not implement {request.OP!r}".replace("'", '"') in failure.message
+        assert "static agent" in failure.message and 'agent = "python"' in failure.message
+    empty = agent.request(protocol.Spawn()).as_type(protocol.Failure)
+    assert (empty.code, empty.message) == (
+        protocol.INVALID_REQUEST,
+        "argv is empty: name a program to run",
+    )
 
 
 def test_secrets_of_a_bad_shape_are_refused_and_good_ones_taken(agent: AgentProcess) -> None:

@@ -65,6 +65,10 @@ DOCKER_API_VERSION = "1.41"
 # Capabilities the agent needs to start commands as the sandbox user and to
 # kill them; commands themselves end up with none.
 AGENT_CAPS = ["SETUID", "SETGID", "KILL"]
+# What root gets in a session whose tenant grants `root_capabilities`
+# (enough for adduser and file ownership), added to the container's bounding
+# set; the agent hands root exactly these, other sessions' root none.
+ROOT_CAPS = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "SETUID", "SETGID"]
 # How long a re-attached agent has to answer the resync signal.
 RESYNC_TIMEOUT_S = 10.0
 
@@ -161,9 +165,10 @@ class DockerBackend(SandboxBackend):
             "tty": False,
             "network_mode": "none",
             "cap_drop": ["ALL"],
-            "cap_add": AGENT_CAPS,
+            "cap_add": sorted({*AGENT_CAPS, *ROOT_CAPS}) if spec.root_capabilities else AGENT_CAPS,
             "security_opt": ["no-new-privileges"],
-            "read_only": True,
+            # A writable root only on a runtime bounding it (sessions/grants.py).
+            "read_only": not spec.writable_root,
             "tmpfs": {
                 WORKSPACE: (
                     f"{tmpfs_opts},size={limits.workspace_bytes},"

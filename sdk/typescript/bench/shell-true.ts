@@ -1,5 +1,6 @@
 // Latency of `shell true` through the TypeScript client: one session, calls in
-// turn, p50 and p90 in milliseconds as one JSON line (for make bench).
+// turn, p50 and p90 and every call's time in milliseconds as one JSON line
+// (for make bench: bench/typescript.py).
 //   node build/bench/shell-true.js [calls]   (target: TOOLRT_TARGET)
 import { Client } from "../src/index.js";
 
@@ -17,5 +18,13 @@ for (let i = 0; i < WARMUP + calls; i++) {
   if (!result.ok) throw new Error(`shell true failed: ${result.error.code} ${result.error.message}`);
   if (i >= WARMUP) took.push(Number(process.hrtime.bigint() - start) / 1e6);
 }
-took.sort((a, b) => a - b);
-console.log(JSON.stringify({ client: "typescript", calls, p50_ms: percentile(took, 0.5), p90_ms: percentile(took, 0.9) }));
+const sorted = [...took].sort((a, b) => a - b);
+console.log(
+  JSON.stringify({
+    client: "typescript",
+    calls,
+    p50_ms: percentile(sorted, 0.5),
+    p90_ms: percentile(sorted, 0.9),
+    times_ms: took,
+  }),
+);

@@ -45,3 +45,5 @@ export {
   UnavailableError,
 } from "./errors.js";
 export { toolrtTools } from "./ai.js";
+export { toolrtAgentTools } from "./agents.js";
+export type { AgentToolOutput } from "./agents.js";
