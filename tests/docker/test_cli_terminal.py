@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import pathlib
 import shlex
 import shutil
 import subprocess
@@ -56,6 +57,9 @@ class Tmux:
 
     def close(self) -> None:
         subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True, check=False)
+        # tmux leaves its socket file behind once killed.
+        where = os.environ.get("TMUX_TMPDIR", "/tmp")
+        pathlib.Path(where, f"tmux-{os.getuid()}", self.socket).unlink(missing_ok=True)
 
 
 @pytest.fixture
