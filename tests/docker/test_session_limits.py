@@ -156,7 +156,8 @@ def test_a_sandbox_the_engine_failed_to_remove_is_removed_later(
     def fail_once(session_id: str) -> None:
         if not failures:
             failures.append(session_id)
-            raise EngineUnavailable("remove sandbox: the Docker engine did not answer in time")
+            msg = "remove sandbox: the Docker engine did not answer in time"
+            raise EngineUnavailable(msg)
         remove(session_id)
 
     monkeypatch.setattr(backend, "_remove_container", fail_once)
