@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Dict, List, Optional
 
-from . import protocol
+from . import protocol, terminal
 from .ops import operation
 
 if TYPE_CHECKING:
@@ -155,6 +155,7 @@ class BackgroundOps:
         def drain(self, call: Call) -> None: ...
         def kill(self, call: Call, reason: str) -> None: ...
         def settle_state(self, call: Call) -> None: ...
+        def end_input(self, call: Call) -> None: ...
 
     def detach(self, call: Call, idle: bool) -> None:
         """Answer the call now and keep its processes running as a handle:
@@ -183,6 +184,7 @@ class BackgroundOps:
         # waiting for processes that outlive SIGKILL (deadlines.give_up).
         gave_up = call.reason and call.kill_at is None and call.give_up_at is None
         if call.tree_gone or gave_up:
+            self.end_input(call)
             self.settle_state(call)
             waiters, proc.kill_waiters = proc.kill_waiters, []
             for rid in waiters:
@@ -236,6 +238,29 @@ def op_process_output(agent: Agent, rid: int, request: protocol.ProcessOutput, b
     if proc is not None:
         data, dropped = proc.ring.read(whole_chars=proc.alive)
         agent.send_proc(rid, proc, data, dropped_bytes=dropped)
+
+
+@operation(protocol.ProcessInput)
+def op_process_input(agent: Agent, rid: int, request: protocol.ProcessInput, body: bytes) -> None:
+    proc = agent.find_proc(rid, request.process_id)
+    if proc is None:
+        return
+    fd = proc.call.input_fd
+    if fd < 0:
+        why = "has ended" if proc.call.request.tty else "has no terminal"
+        agent.fail(
+            rid,
+            protocol.INVALID_ARGUMENTS,
+            f"background process {proc.process_id} {why}: type only into a running one "
+            "started by shell with background: true and tty: true",
+        )
+        return
+    try:
+        written = terminal.type_into(fd, body)
+    except OSError as exc:
+        agent.fail(rid, protocol.INVALID_ARGUMENTS, f"its terminal is closed: {exc.strerror}")
+        return
+    agent.send(protocol.InputWritten(written=written), rid)
 
 
 @operation(protocol.ProcessKill)

@@ -18,7 +18,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Set, Tuple
 
-from . import healing, procs, protocol, spare, tracker
+from . import healing, procs, protocol, spare, terminal, tracker
 from .background import Proc, Registry
 from .capture import READ_CHUNK, Capture
 from .ops import operation
@@ -94,6 +94,8 @@ class Call:
         self.notes: List[str] = []
         # Set once the call was answered but its processes kept running.
         self.proc: Optional[Proc] = None
+        # Its terminal's master side, for ProcessInput (-1: no terminal).
+        self.input_fd = -1
 
 
 @operation(protocol.Exec)
@@ -168,7 +170,8 @@ class CallOps:
             )
             return
         env = self.redactor.environment(request.env)
-        ready = self.spare_for(request)
+        # The spare shell has pipes, not a terminal.
+        ready = None if request.tty else self.spare_for(request)
         call = Call(rid, request, ready.group if ready else self.groups.allocate(), self.redactor)
         call.epoch = self.epoch
         self.healer.started(call.group, request.call_id)
@@ -185,19 +188,9 @@ class CallOps:
             call.group = self.groups.allocate()
             self.healer.started(call.group, request.call_id)
         self.wrap(call)
-        # The command's ends go above procs.FD_FLOOR, clear of its 0-3.
-        out_r, out_w = os.pipe2(os.O_CLOEXEC)
-        out_w = procs.above_floor(out_w)
-        err_r, err_w = (out_r, out_w) if request.merge_output else os.pipe2(os.O_CLOEXEC)
-        err_w = procs.above_floor(err_w)
+        out_r, out_w, err_r, err_w, stdin_r, stdin_w = self.call_streams(call, body)
         report_r, report_w = os.pipe2(os.O_CLOEXEC)
         report_w = procs.above_floor(report_w)
-        stdin_r, stdin_w = (
-            os.pipe2(os.O_CLOEXEC)
-            if body
-            else (os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC), -1)
-        )
-        stdin_r = procs.above_floor(stdin_r)
         launch = procs.Launch(
             command=call.command,
             cwd=request.cwd,
@@ -218,6 +211,7 @@ class CallOps:
                 os.close(fd)
             if launch.state >= 0:
                 os.close(launch.state)
+            self.end_input(call)
             self.settle_state(call)
             code, why = procs.failure_of_spawn(procs.STAGE_EXEC, exc.errno or errno.EIO, "")
             notes = "".join(f"; {note}" for note in self.healer.take_notes())
@@ -229,6 +223,35 @@ class CallOps:
         os.set_blocking(report_r, False)
         call.report_fd = report_r
         self.sel.register(report_r, selectors.EVENT_READ, ("report", call))
+
+    @staticmethod
+    def call_streams(call: Call, body: bytes) -> Tuple[int, int, int, int, int, int]:
+        """(out_r, out_w, err_r, err_w, stdin_r, stdin_w) of a command; its
+        ends all above procs.FD_FLOOR, clear of its 0-3. Under a terminal
+        all three are the terminal (stdin_w: a copy of its master for the
+        body, if any; call.input_fd another, for ProcessInput)."""
+        if call.request.tty:
+            master, slave = terminal.open_terminal(protocol.TTY_ROWS, protocol.TTY_COLS)
+            slave = procs.above_floor(slave)
+            call.input_fd = os.dup(master)
+            os.set_blocking(call.input_fd, False)
+            return master, slave, master, slave, slave, os.dup(master) if body else -1
+        out_r, out_w = os.pipe2(os.O_CLOEXEC)
+        out_w = procs.above_floor(out_w)
+        err_r, err_w = (out_r, out_w) if call.request.merge_output else os.pipe2(os.O_CLOEXEC)
+        err_w = procs.above_floor(err_w)
+        stdin_r, stdin_w = (
+            os.pipe2(os.O_CLOEXEC)
+            if body
+            else (os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC), -1)
+        )
+        return out_r, out_w, err_r, err_w, procs.above_floor(stdin_r), stdin_w
+
+    def end_input(self, call: Call) -> None:
+        """Close its terminal's input side: nothing more is typed into it."""
+        if call.input_fd >= 0:
+            os.close(call.input_fd)
+            call.input_fd = -1
 
     def watch(
         self, call: Call, pid: int, out_r: int, err_r: int, stdin_w: int, body: bytes
@@ -460,6 +483,7 @@ class CallOps:
         if call.done:
             return
         self.close_report(call)
+        self.end_input(call)
         call.reason = "aborted"
         tracker.stop_and_kill(call.group, [call.pid] if call.status is None else [])
         call.done = True
@@ -512,6 +536,7 @@ class CallOps:
             self.take_output(call, name, stream.flush())
         call.done = True
         self.calls.pop(call.rid, None)
+        self.end_input(call)
         self.settle_state(call)
         if call.spawn_error is not None:
             code, why = procs.failure_of_spawn(*call.spawn_error, call.request.cwd)

@@ -23,6 +23,7 @@ import fcntl
 import os
 import signal
 import struct
+import termios
 from typing import Dict, Optional, Tuple
 
 from . import records, seccomp, users
@@ -200,6 +201,8 @@ def spawn_fork(launch: Launch) -> int:
         moves += list(launch.extra)
         for fd, target in moves:
             os.dup2(fd, target)
+        if os.isatty(0):
+            fcntl.ioctl(0, termios.TIOCSCTTY, 0)  # as spawn.c: a Spawn's terminal
         stage = STAGE_USER
         os.setgroups([launch.group])
         os.setgid(launch.gid)

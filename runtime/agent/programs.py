@@ -17,7 +17,10 @@ deadline, a disconnect) and its tree's end are handled as a command's are
   past a window of events the daemon has not credited back, its pipes
   are not read (the program waits on them), so a slow client holds the
   program back rather than filling the daemon's memory;
-- Signal events reach its process group.
+- Signal events reach its process group;
+- with `tty`, a pseudo-terminal is its controlling terminal, stdin, stdout
+  and stderr (one stream, "stdout"): Stdin types into it, Resize sets its
+  window, a Signal goes to its foreground process group as a key would.
 
 No spare shell, no shell state, no kept answer: a program's only listener
 is the RPC that started it.
@@ -38,6 +41,7 @@ from . import calls, flow, healing, procs, protocol, users
 from .capture import Capture
 from .ops import operation
 from .redact import Redactor
+from .terminal import open_terminal, set_window
 
 if TYPE_CHECKING:
     from .loop import Agent
@@ -112,6 +116,8 @@ class Program(calls.Call):
         # Its output pipes while out of credits: off the selector.
         self.paused: Dict[int, str] = {}
         self.credits: Optional[OutputCredits] = None
+        # Its terminal's master side, kept for resizes and signals (-1: none).
+        self.terminal = -1
 
 
 def _sender(send: Callable[[str, bytes], None], name: str) -> Callable[[bytes], None]:
@@ -174,13 +180,36 @@ def op_signal(agent: Agent, rid: int, request: protocol.Signal, body: bytes) -> 
     sig = SIGNALS.get(request.signal.upper())
     if isinstance(program, Program) and sig is not None and program.status is None:
         try:
-            # Its launcher made it a process group's leader (setsid).
-            os.killpg(program.pid, sig)
+            # Its launcher made it a process group's leader (setsid); under
+            # a terminal, whatever runs in its foreground (a shell's job).
+            os.killpg(foreground(program), sig)
         except OSError:
             try:
                 os.kill(program.pid, sig)  # not yet its own group's leader
             except OSError:
                 pass
+
+
+@operation(protocol.Resize)
+def op_resize(agent: Agent, rid: int, request: protocol.Resize, body: bytes) -> None:
+    program = agent.calls.get(rid)
+    if isinstance(program, Program) and program.terminal >= 0:
+        try:
+            set_window(program.terminal, max(0, request.rows), max(0, request.cols))
+        except OSError:
+            pass  # the terminal is gone with its program
+
+
+def foreground(program: Program) -> int:
+    """The process group a signal for `program` goes to."""
+    if program.terminal >= 0:
+        try:
+            group = os.tcgetpgrp(program.terminal)
+            if group > 0:
+                return group
+        except OSError:
+            pass
+    return program.pid
 
 
 class ProgramOps(calls.CallOps, healing.HealOps):
@@ -220,13 +249,21 @@ class ProgramOps(calls.CallOps, healing.HealOps):
         self.flows[rid] = credits
         self.healer.started(program.group, f"spawn {rid}")
         self.relieve(healing.pressure(), {program.group})
-        out_r, out_w = os.pipe2(os.O_CLOEXEC)
-        err_r, err_w = os.pipe2(os.O_CLOEXEC)
         report_r, report_w = os.pipe2(os.O_CLOEXEC)
-        if request.stdin_open:
-            stdin_r, stdin_w = os.pipe2(os.O_CLOEXEC)
+        if request.tty:
+            # One terminal for all three: read on its master, typed into on
+            # a copy of it (the selector watches each descriptor once).
+            out_r, slave = open_terminal(request.rows, request.cols)
+            err_r, stdin_w = out_r, os.dup(out_r)
+            program.terminal = os.dup(out_r)
+            out_w = err_w = stdin_r = procs.above_floor(slave)
         else:
-            stdin_r, stdin_w = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC), -1
+            out_r, out_w = os.pipe2(os.O_CLOEXEC)
+            err_r, err_w = os.pipe2(os.O_CLOEXEC)
+            if request.stdin_open:
+                stdin_r, stdin_w = os.pipe2(os.O_CLOEXEC)
+            else:
+                stdin_r, stdin_w = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC), -1
         out_w, err_w, report_w, stdin_r = (
             procs.above_floor(fd) for fd in (out_w, err_w, report_w, stdin_r)
         )
@@ -244,11 +281,11 @@ class ProgramOps(calls.CallOps, healing.HealOps):
             stderr=err_w,
             report=report_w,
         )
-        theirs = (out_w, err_w, report_w, stdin_r)
+        theirs = {out_w, err_w, report_w, stdin_r}
         try:
             pid = self.spawn_with_room(launch)
         except OSError as exc:
-            for fd in {out_r, err_r, report_r, stdin_w, *theirs} - {-1}:
+            for fd in {out_r, err_r, report_r, stdin_w, program.terminal, *theirs} - {-1}:
                 os.close(fd)
             self.flows.pop(rid, None)
             self.fail(rid, *procs.failure_of_spawn(procs.STAGE_SETUP, exc.errno or 0, ""))
@@ -331,6 +368,13 @@ class ProgramOps(calls.CallOps, healing.HealOps):
             program.pending.popleft()
             self.credit(program, 1)
         if program.eof:
+            if program.terminal >= 0:
+                # A terminal has no end of input but the one typed: ^D
+                # (VEOF) ends a line-reading program's input as at a keyboard.
+                try:
+                    os.write(fd, b"\x04")
+                except OSError:
+                    pass
             self.close_input(program)
         else:
             program.stdin_watched = False
@@ -348,6 +392,11 @@ class ProgramOps(calls.CallOps, healing.HealOps):
             self.credit(program, len(program.pending))
             program.pending.clear()
 
+    def close_terminal(self, program: Program) -> None:
+        if program.terminal >= 0:
+            os.close(program.terminal)
+            program.terminal = -1
+
     def credit(self, program: Program, chunks: int) -> None:
         if not program.done:
             self.send(protocol.Credit(chunks=chunks), program.rid, b"", program.epoch)
@@ -358,6 +407,7 @@ class ProgramOps(calls.CallOps, healing.HealOps):
             self.resume_output(call)
             self.flows.pop(call.rid, None)
             self.close_input(call)
+            self.close_terminal(call)
         super().abort(call, message)
 
     def finish(self, call: calls.Call) -> None:
@@ -371,6 +421,7 @@ class ProgramOps(calls.CallOps, healing.HealOps):
         for name, stream in call.redactors.items():
             self.take_output(call, name, stream.flush())
         self.close_input(call)
+        self.close_terminal(call)
         if call.spawn_error is None:
             self.announce(call)  # it ran, even if its end was seen first
         call.done = True

@@ -33,7 +33,7 @@ import json
 import struct
 import sys
 import typing
-from typing import Any, Callable, ClassVar, Dict, List, Optional, Tuple, Type, TypeVar
+from typing import Any, Callable, ClassVar, Dict, List, Optional, Tuple, Type, TypeVar, Union
 
 from . import records
 
@@ -213,6 +213,10 @@ class Exec(Message):
     # Stream output as Output events, up to stream_cap bytes.
     stream: bool = False
     stream_cap: int = 8 << 20
+    # A background command under a terminal (TTY_ROWS x TTY_COLS) as its
+    # controlling terminal, stdin, stdout and stderr (one stream, "stdout");
+    # ProcessInput types into it.
+    tty: bool = False
 
 
 @records.record
@@ -304,6 +308,28 @@ class ProcessOutput(Message):
 
     OP: ClassVar[str] = "process_output"
     process_id: str = ""
+
+
+# The window of a background command's terminal: wide, so that a model
+# reads lines whole.
+TTY_ROWS = 50
+TTY_COLS = 200
+
+
+@records.record
+class ProcessInput(Message):
+    """Type the body into a background process's terminal; answered with
+    InputWritten (what the terminal took now), or NOT_FOUND /
+    INVALID_ARGUMENTS (no terminal, or it has ended)."""
+
+    OP: ClassVar[str] = "process_input"
+    process_id: str = ""
+
+
+@records.record
+class InputWritten(Message):
+    OP: ClassVar[str] = "input_written"
+    written: int = 0
 
 
 @records.record
@@ -567,6 +593,12 @@ class Spawn(Message):
     # per event it passed on): past them the agent stops reading the
     # program's output, which then waits in its pipes.
     output_window: int = 16
+    # A terminal: a pseudo-terminal of rows x cols (0: left as the kernel
+    # makes it) is the program's controlling terminal, stdin, stdout and
+    # stderr; its output all arrives as "stdout", and Stdin types into it.
+    tty: bool = False
+    rows: int = 0
+    cols: int = 0
 
 
 @records.record
@@ -592,10 +624,25 @@ SIGNAL_NAMES = ("HUP", "INT", "QUIT", "KILL", "USR1", "USR2", "TERM", "CONT", "S
 @records.record
 class Signal(Message):
     """Send a signal (a name such as "INT", "TERM", "KILL") to a running
-    Spawn's process group. Never answered."""
+    Spawn's process group (under a terminal: the terminal's foreground
+    process group, as a key typed there would). Never answered."""
 
     OP: ClassVar[str] = "signal"
     signal: str = "TERM"
+
+
+@records.record
+class Resize(Message):
+    """A running Spawn's terminal is now rows x cols (its foreground
+    programs get SIGWINCH). Never answered; ignored without a terminal."""
+
+    OP: ClassVar[str] = "resize"
+    rows: int = 0
+    cols: int = 0
+
+
+# What a running Spawn's client sends it after the start.
+ProgramInput = Union[Stdin, Signal, Resize]
 
 
 @records.record

@@ -12,7 +12,8 @@
  * the agent; the environment is the command's. It starts a new session,
  * raises its oom_score_adj to 1000 (a memory bomb is killed before the
  * agent), takes GROUP as its only supplementary group (the mark by which the
- * agent finds every process of the call, tracker.py), drops to UID/GID,
+ * agent finds every process of the call, tracker.py), takes a terminal on
+ * its stdin as its controlling terminal, drops to UID/GID,
  * enters CWD, installs FILTER (a seccomp program in hex, built by
  * seccomp.py: it stacks on the engine's profile) and execs PROGRAM (looked
  * up in PATH when it has no slash): its pid becomes the command's, and the agent
@@ -36,6 +37,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
@@ -137,6 +139,10 @@ int main(int argc, char **argv) {
     char **command = &argv[6];
 
     if (setsid() < 0)
+        fail(STAGE_SETUP, errno);
+    /* A terminal on stdin (a Spawn with tty) becomes the session's
+     * controlling terminal: job control, ^C, SIGWINCH and /dev/tty work. */
+    if (isatty(0) && ioctl(0, TIOCSCTTY, 0) != 0)
         fail(STAGE_SETUP, errno);
     int adj = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
     if (adj >= 0) {

@@ -182,6 +182,18 @@ def add_session_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def command_fields(args: argparse.Namespace) -> dict[str, Any]:
+    """`exec`'s and `run`'s --timeout, --cwd and -e, as a command's fields."""
+    fields: dict[str, Any] = {}
+    if args.timeout:
+        fields["timeout_s"] = args.timeout
+    if args.cwd:
+        fields["cwd"] = args.cwd
+    if args.call_env:
+        fields["env"] = dict(args.call_env)
+    return fields
+
+
 def session_fields(args: argparse.Namespace) -> dict[str, Any]:
     """The CreateSessionRequest fields the session options ask for."""
     fields: dict[str, Any] = {

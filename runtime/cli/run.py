@@ -10,11 +10,16 @@ code, so they compose with shell scripts:
 
 One argument after `--` is a shell command line (`'make && ./a.out | head'`);
 several are one command with its arguments, quoted for bash.
+
+`-i` streams stdin to the command and `-t` gives it a terminal (`toolrt run
+-it -- bash`): both run it as a program (Exec, terminal.py) rather than as
+the `shell` tool's call.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import signal
 import sys
@@ -22,10 +27,16 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any, BinaryIO
 
-from runtime.cli.options import add_session_options, connect, parse_pair, session_fields
+from runtime.cli import terminal
+from runtime.cli.options import (
+    add_session_options,
+    command_fields,
+    connect,
+    parse_pair,
+    session_fields,
+)
+from runtime.cli.terminal import EXIT_TIMEOUT, EXIT_TOOLRT
 
-EXIT_TIMEOUT = 124
-EXIT_TOOLRT = 125
 EXIT_INTERRUPTED = 130
 # A run session's idle limit: if this CLI dies, nothing else will use it.
 RUN_IDLE_SECONDS = 60
@@ -41,13 +52,7 @@ def _warn(message: str) -> None:
 
 def stream_command(client: Any, session_id: str, args: argparse.Namespace) -> int:
     """Run `args.command` in the session, relaying output live; its exit code."""
-    arguments: dict[str, Any] = {"command": command_line(args.command)}
-    if args.timeout:
-        arguments["timeout_s"] = args.timeout
-    if args.cwd:
-        arguments["cwd"] = args.cwd
-    if args.call_env:
-        arguments["env"] = dict(args.call_env)
+    arguments = {"command": command_line(args.command), **command_fields(args)}
     sinks: dict[str, BinaryIO] = {"stdout": sys.stdout.buffer, "stderr": sys.stderr.buffer}
     relayed = {"stdout": 0, "stderr": 0}
     result = None
@@ -75,12 +80,22 @@ def stream_command(client: Any, session_id: str, args: argparse.Namespace) -> in
     return int(exit_code) if isinstance(exit_code, int) and exit_code else EXIT_TOOLRT
 
 
+def run_command(client: Any, session_id: str, args: argparse.Namespace) -> int:
+    """The command's exit code: run as a program with -i or -t, else as a shell call."""
+    if args.interactive or args.tty:
+        return terminal.run_interactive(client, session_id, args)
+    return stream_command(client, session_id, args)
+
+
 def _exec(args: argparse.Namespace) -> int:
     from runtime.client import ToolrtRpcError
 
+    if args.tty and not os.isatty(sys.stdin.fileno()):
+        _warn(terminal.no_terminal_message(args.command))
+        return EXIT_TOOLRT
     try:
         with connect(args) as client:
-            return stream_command(client, args.session_id, args)
+            return run_command(client, args.session_id, args)
     except ToolrtRpcError as exc:
         _warn(str(exc))
         return EXIT_TOOLRT
@@ -94,6 +109,9 @@ def _terminate(signum: int, frame: FrameType | None) -> None:
 def _run(args: argparse.Namespace) -> int:
     from runtime.client import ToolrtRpcError
 
+    if args.tty and not os.isatty(sys.stdin.fileno()):
+        _warn(terminal.no_terminal_message(args.command))
+        return EXIT_TOOLRT
     fields = session_fields(args)
     fields["idle_seconds"] = fields["idle_seconds"] or RUN_IDLE_SECONDS
     if args.timeout:
@@ -106,7 +124,7 @@ def _run(args: argparse.Namespace) -> int:
         with connect(args) as client:
             session = client.create_session(**fields)
             try:
-                return stream_command(client, session.id, args)
+                return run_command(client, session.id, args)
             finally:
                 try:
                     client.close_session(session.id)
@@ -134,6 +152,15 @@ def _command_options(parser: argparse.ArgumentParser) -> None:
         type=parse_pair,
         metavar="KEY=VALUE",
         help="environment of this command only (repeatable)",
+    )
+    parser.add_argument(
+        "-i", "--interactive", action="store_true", help="stream stdin to the command"
+    )
+    parser.add_argument(
+        "-t",
+        "--tty",
+        action="store_true",
+        help="give the command a terminal, this one in raw mode (needs a terminal on stdin)",
     )
     parser.add_argument("command", nargs="+", help="after --: the command and its arguments")
 

@@ -129,7 +129,7 @@ class AsyncProgramMethods:
         """Run `argv` (or `command` under /bin/sh -c) to its end; `stdin`
         (bytes, or chunks from a sync or async iterable) is sent as gRPC's
         flow control asks. `fields`: cwd, env, timeout_s, output_cap_bytes,
-        exec_id, user, tty, size. `timeout` is the RPC's deadline: past it,
+        exec_id, user, tty, size (rows, cols). `timeout` is the RPC's deadline: past it,
         or when the awaiting task is cancelled, the program's tree is killed."""
         start = exec_start(
             session_id, argv, command=command, stdin_open=stdin is not None, **fields

@@ -43,7 +43,16 @@ class ExecResult:
     stderr_dropped_bytes: int
 
 
-def exec_start(session_id: str, argv: list[str] | None, **fields: Any) -> pb.ExecRequest:
+def exec_start(
+    session_id: str,
+    argv: list[str] | None,
+    *,
+    size: tuple[int, int] | None = None,
+    **fields: Any,
+) -> pb.ExecRequest:
+    """An Exec's first message; `size` (rows, cols) is a `tty`'s window."""
+    if size is not None:
+        fields["size"] = pb.TerminalSize(rows=size[0], cols=size[1])
     return pb.ExecRequest(start=pb.ExecStart(session_id=session_id, argv=argv or [], **fields))
 
 
@@ -57,7 +66,10 @@ def stream_start(
     **fields: Any,
 ) -> tuple[pb.ExecRequest, float | None]:
     """(first message, RPC deadline) of a program to talk to: `argv`, or
-    `command` under /bin/sh -c; `fields`: ExecStart's (cwd, env, user, tty, …)."""
+    `command` under /bin/sh -c; `fields`: ExecStart's (cwd, env, user, …),
+    and `tty=True` with `size=(rows, cols)` for a terminal (its output all
+    arrives as "stdout"; `resize()` changes its window; a b"\x03" written
+    or `signal("INT")` interrupts what runs in its foreground)."""
     start = exec_start(session_id, argv, command=command, stdin_open=stdin_open, **fields)
     return start, timeout
 
@@ -221,8 +233,9 @@ class ProgramMethods:
     ) -> ExecResult:
         """Run `argv` (or `command` under /bin/sh -c) to its end; `stdin` is
         sent whole (any size, under flow control). `fields`: cwd, env,
-        timeout_s, output_cap_bytes, exec_id, user. `timeout` is the RPC's
-        deadline: past it the program's tree is killed."""
+        timeout_s, output_cap_bytes, exec_id, user, tty and size (rows,
+        cols). `timeout` is the RPC's deadline: past it the program's tree
+        is killed."""
         start = exec_start(
             session_id, argv, command=command, stdin_open=stdin is not None, **fields
         )

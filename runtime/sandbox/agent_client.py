@@ -231,6 +231,13 @@ class AgentClient:
             protocol.ProcessOutput(process_id=process_id), protocol.ProcessReply
         )
 
+    async def process_input(self, process_id: str, data: bytes) -> int:
+        """Type `data` into a background process's terminal; the bytes it took."""
+        reply, _ = await self._call(
+            protocol.ProcessInput(process_id=process_id), protocol.InputWritten, data
+        )
+        return reply.written
+
     async def process_kill(self, process_id: str) -> protocol.ProcessReply:
         reply, _ = await self._call(
             protocol.ProcessKill(process_id=process_id), protocol.ProcessReply
@@ -429,7 +436,7 @@ class AgentClient:
         self,
         request: protocol.Spawn,
         argv: list[str],
-        inputs: AsyncIterable[tuple[protocol.Stdin | protocol.Signal, bytes]],
+        inputs: AsyncIterable[tuple[protocol.ProgramInput, bytes]],
     ) -> AsyncGenerator[tuple[protocol.Message, bytes], None]:
         """Run a program: its Spawned event, its Output events (with their
         chunks) as the caller takes them, and last its SpawnExit.
@@ -453,7 +460,7 @@ class AgentClient:
 
         async def feed(request_id: int) -> None:
             async for message, data in inputs:
-                if isinstance(message, protocol.Signal):
+                if not isinstance(message, protocol.Stdin):  # a signal, a resize
                     await self.channel.send(message, request_id)
                     continue
                 pieces = [

@@ -34,6 +34,8 @@ def exec_spec_from_pb(start: pb.ExecStart) -> ExecSpec:
         user=start.user,
         timeout_s=start.timeout_s,
         tty=start.tty,
+        rows=start.size.rows,
+        cols=start.size.cols,
         stdin_open=start.stdin_open,
         output_cap_bytes=start.output_cap_bytes,
         exec_id=start.exec_id,
@@ -49,23 +51,25 @@ def signal_name(text: str) -> str:
 
 
 async def exec_inputs(
-    requests: AsyncIterator[pb.ExecRequest], stdin_open: bool
-) -> AsyncGenerator[tuple[protocol.Stdin | protocol.Signal, bytes], None]:
+    requests: AsyncIterator[pb.ExecRequest], spec: ExecSpec
+) -> AsyncGenerator[tuple[protocol.ProgramInput, bytes], None]:
     """What the client sends after `start`, as the agent's events."""
     async for message in requests:
         kind = message.WhichOneof("kind")
         if kind == "signal":
             yield protocol.Signal(signal=signal_name(message.signal)), b""
-        elif kind in ("stdin", "stdin_eof") and not stdin_open:
-            msg = "stdin for an exec started without stdin_open"
+        elif kind in ("stdin", "stdin_eof") and not (spec.stdin_open or spec.tty):
+            msg = "stdin for an exec started without stdin_open (or tty)"
             raise refused(msg)
         elif kind == "stdin":
             yield protocol.Stdin(), message.stdin
         elif kind == "stdin_eof" and message.stdin_eof:
             yield protocol.Stdin(eof=True), b""
-        elif kind == "resize":
-            msg = "resize: this exec has no terminal (tty is not available in this version)"
+        elif kind == "resize" and not spec.tty:
+            msg = "resize: this exec has no terminal (start it with tty)"
             raise refused(msg)
+        elif kind == "resize":
+            yield protocol.Resize(rows=message.resize.rows, cols=message.resize.cols), b""
         elif kind == "start":
             msg = "a second ExecRequest.start: one exec per stream"
             raise refused(msg)
@@ -111,7 +115,7 @@ class ProgramRpcs:
             raise refused(msg)
         spec = exec_spec_from_pb(first.start)
         exec_id = spec.exec_id or new_exec_id()
-        inputs = exec_inputs(request_iterator, spec.stdin_open)
+        inputs = exec_inputs(request_iterator, spec)
         events = self._programs.exec(who.tenant, spec, inputs)
         ended = protocol.SpawnExit()
         user = audited_user(spec.user)

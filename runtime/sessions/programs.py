@@ -61,6 +61,11 @@ REASONS: dict[type[ToolFailure], str] = {
 IF_EXISTS = ("replace", "fail", "append")
 
 
+# A terminal's TERM unless the exec's env names one (as `docker run -t`;
+# commands without a terminal keep the session's "dumb").
+TTY_TERM = "xterm"
+
+
 @dataclass
 class ExecSpec:
     """What an Exec's first message asks for."""
@@ -73,6 +78,8 @@ class ExecSpec:
     user: str = ""
     timeout_s: float = 0.0
     tty: bool = False
+    rows: int = 0
+    cols: int = 0
     stdin_open: bool = False
     output_cap_bytes: int = 0
     exec_id: str = ""
@@ -161,6 +168,9 @@ class Programs:
         # A file read or write holds a window of chunks in the daemon: it
         # takes a transfer slot, as an upload or a download does.
         self._slots = slots
+        # (tenant, session, exec_id) of the execs running under a client's
+        # exec_id: a retried start of one is refused, never run twice.
+        self._exec_ids: set[tuple[str, str, str]] = set()
 
     @contextlib.asynccontextmanager
     async def _session(
@@ -250,11 +260,12 @@ class Programs:
         self,
         tenant: str,
         spec: ExecSpec,
-        inputs: AsyncIterable[tuple[protocol.Stdin | protocol.Signal, bytes]],
+        inputs: AsyncIterable[tuple[protocol.ProgramInput, bytes]],
     ) -> AsyncGenerator[tuple[protocol.Message, bytes], None]:
         """Run the program, fed by `inputs`: its Spawned event, its Output
         events as the caller takes them, and last its SpawnExit. Closing
-        this early kills the program's whole tree."""
+        this early kills the program's whole tree. Under a terminal (`tty`)
+        stdin is always open: a terminal is typed into."""
         argv = self.argv_of(spec)
         cwd = in_sandbox(spec.cwd or WORKSPACE, "cwd")
         for name, value in spec.env.items():
@@ -262,8 +273,8 @@ class Programs:
             if problem:
                 msg = f"environment variable {name[:60]!r}: {problem}"
                 raise refused(msg)
-        if spec.tty:
-            msg = "tty is not available in this version: run without a terminal"
+        if spec.tty and self._config.agent == "static":
+            msg = 'tty: the static agent has no terminals yet (agent = "python" has)'
             raise refused(msg)
         if not 0 <= spec.timeout_s <= NO_TIMEOUT_S or spec.output_cap_bytes < 0:
             msg = (
@@ -272,22 +283,55 @@ class Programs:
             )
             raise refused(msg)
         ceiling = self._config.exec_output_cap_bytes
-        async with self._session(tenant, spec.session_id, spec.user) as (session, who):
-            timeout = spec.timeout_s or session.limits.call_timeout_s or NO_TIMEOUT_S
-            request = protocol.Spawn(
-                cwd=cwd,
-                user=who.user,
-                capabilities=who.capabilities,
-                env=command_env(session.env, spec.env),
-                timeout_s=timeout,
-                grace_s=self._config.kill_grace_s,
-                stdin_open=spec.stdin_open,
-                output_cap=min(spec.output_cap_bytes or ceiling, ceiling),
+        with self._running_as(tenant, spec):
+            async with self._session(tenant, spec.session_id, spec.user) as (session, who):
+                events = session.sandbox.agent.spawn(
+                    self.spawn_request(spec, session, who, cwd, ceiling), argv, inputs
+                )
+                async with contextlib.aclosing(events):
+                    async for event in events:
+                        yield event
+
+    @contextlib.contextmanager
+    def _running_as(self, tenant: str, spec: ExecSpec) -> Iterator[None]:
+        """Hold the exec's exec_id (if the client named one) while it runs."""
+        if not spec.exec_id:
+            yield
+            return
+        key = (tenant, spec.session_id, spec.exec_id)
+        if key in self._exec_ids:
+            msg = (
+                f"exec_id {spec.exec_id[:80]!r} is running in this session: a retried start "
+                "is not run twice (wait for its end, or name another exec_id)"
             )
-            events = session.sandbox.agent.spawn(request, argv, inputs)
-            async with contextlib.aclosing(events):
-                async for event in events:
-                    yield event
+            raise refused(msg)
+        self._exec_ids.add(key)
+        try:
+            yield
+        finally:
+            self._exec_ids.discard(key)
+
+    def spawn_request(
+        self, spec: ExecSpec, session: Session, who: RunAs, cwd: str, ceiling: int
+    ) -> protocol.Spawn:
+        """The agent's Spawn for an exec in `session`, as `who`."""
+        timeout = spec.timeout_s or session.limits.call_timeout_s or NO_TIMEOUT_S
+        env = command_env(session.env, spec.env)
+        if spec.tty and "TERM" not in spec.env:
+            env["TERM"] = TTY_TERM
+        return protocol.Spawn(
+            cwd=cwd,
+            user=who.user,
+            capabilities=who.capabilities,
+            env=env,
+            timeout_s=timeout,
+            grace_s=self._config.kill_grace_s,
+            stdin_open=spec.stdin_open or spec.tty,
+            tty=spec.tty,
+            rows=spec.rows,
+            cols=spec.cols,
+            output_cap=min(spec.output_cap_bytes or ceiling, ceiling),
+        )
 
     @staticmethod
     def argv_of(spec: ExecSpec) -> list[str]:

@@ -19,8 +19,9 @@ from runtime import cpu
 from runtime.agent import protocol
 from runtime.agent.redact import Redactor
 from runtime.errors import InvalidArguments
-from runtime.tools.base import Tool, ToolContext
+from runtime.tools.base import NO_TERMINALS, Tool, ToolContext
 from runtime.tools.output import render_stream
+from runtime.tools.validation import no_nul
 
 POLL_S = 0.1
 # A model-written pattern runs against untrusted output: bound its time. It
@@ -47,6 +48,14 @@ exits. Either way it returns when the process exits or timeout_s (default \
 30 s when waiting) passes; matched: false then. Only the newest output of a \
 process is kept (dropped_bytes says how much was lost between reads). Not \
 for ordinary commands: shell returns their output itself.\
+"""
+
+INPUT_DESCRIPTION = """\
+Type text into a background process started by shell with background: true \
+and tty: true (a REPL, a program waiting at a prompt), as at a keyboard: end \
+a line with "\\n" to send it; "\\u0003" is Ctrl-C, "\\u0004" Ctrl-D (end of \
+input). Returns bytes_written; then read the answer with process_output \
+(wait_for the next prompt). Processes without a terminal cannot be typed into.\
 """
 
 KILL_DESCRIPTION = """\
@@ -98,6 +107,15 @@ class ProcessOutputArgs(ProcessIdArgs):
         return value
 
 
+class ProcessInputArgs(ProcessIdArgs):
+    text: str = Field(
+        max_length=65536,
+        description='What to type; "\\n" ends a line (sent as Enter).',
+    )
+
+    _text = field_validator("text")(no_nul)
+
+
 def _info(info: protocol.ProcessInfo) -> dict[str, Any]:
     return {
         "process_id": info.process_id,
@@ -112,6 +130,23 @@ def _info(info: protocol.ProcessInfo) -> dict[str, Any]:
 async def run_list(ctx: ToolContext, args: ProcessListArgs) -> dict[str, Any]:
     processes = await ctx.agent.process_list()
     return {"processes": [protocol.to_dict(p) for p in processes]}
+
+
+async def run_input(ctx: ToolContext, args: ProcessInputArgs) -> dict[str, Any]:
+    # A terminal's Enter is a carriage return: the line discipline makes it
+    # the newline a program reads, where a bare "\n" would not submit a
+    # line to a program that set its terminal raw (a REPL's line editor).
+    if not ctx.terminals:
+        raise InvalidArguments(NO_TERMINALS)
+    data = args.text.replace("\r\n", "\n").replace("\n", "\r").encode()
+    written = await ctx.agent.process_input(args.process_id, data)
+    output: dict[str, Any] = {"process_id": args.process_id, "bytes_written": written}
+    if written < len(data):
+        output["note"] = (
+            f"the terminal took {written} of {len(data)} bytes (its input is full: "
+            "read with process_output, then type the rest)"
+        )
+    return output
 
 
 async def run_kill(ctx: ToolContext, args: ProcessIdArgs) -> dict[str, Any]:
@@ -192,6 +227,13 @@ PROCESS_OUTPUT = Tool(
     arguments=ProcessOutputArgs,
     run=run_output,
     read_only=True,
+)
+PROCESS_INPUT = Tool(
+    name="process_input",
+    description=INPUT_DESCRIPTION,
+    arguments=ProcessInputArgs,
+    run=run_input,
+    read_only=False,
 )
 PROCESS_KILL = Tool(
     name="process_kill",

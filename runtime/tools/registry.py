@@ -11,7 +11,7 @@ from runtime.errors import UnknownTool
 from runtime.tools.base import Tool
 from runtime.tools.files import EDIT_FILE, LIST_FILES, READ_FILE, WRITE_FILE
 from runtime.tools.network import for_session
-from runtime.tools.processes import PROCESS_KILL, PROCESS_LIST, PROCESS_OUTPUT
+from runtime.tools.processes import PROCESS_INPUT, PROCESS_KILL, PROCESS_LIST, PROCESS_OUTPUT
 from runtime.tools.python import PYTHON
 from runtime.tools.run_tests import RUN_TESTS
 from runtime.tools.shell import SHELL
@@ -66,6 +66,7 @@ TOOLS: tuple[Tool[Any], ...] = (
     RUN_TESTS,
     PROCESS_LIST,
     PROCESS_OUTPUT,
+    PROCESS_INPUT,
     PROCESS_KILL,
     PYTHON,
 )

@@ -10,10 +10,10 @@ from runtime.agent import protocol, records
 from runtime.agent.redact import Redactor
 from runtime.constants import WORKSPACE
 from runtime.errors import CallTimeout, FileMissing, InvalidArguments, LimitExceeded, PathDenied
-from runtime.tools.base import Tool, ToolContext
+from runtime.tools.base import NO_TERMINALS, Tool, ToolContext
 from runtime.tools.network import NO_NETWORK_SHELL
 from runtime.tools.output import render_stream
-from runtime.tools.paths import checked_path
+from runtime.tools.paths import refuse_long_path
 from runtime.tools.shell_state import HOME
 from runtime.tools.validation import command_too_long, env_problem, no_nul
 
@@ -77,6 +77,12 @@ you stop it or the session ends (no timeout_s); then process_output with \
 wait_for (a regex such as "Listening") waits until it is ready, process_list \
 shows what runs, process_kill stops a process and its children.
 
+Interactive programs (a REPL such as python3 -i, a prompt that must be \
+answered): start them with background: true and tty: true, which gives them \
+a terminal; type into it with process_input (end a line with "\\n"; \
+"\\u0003" is Ctrl-C) and read what it printed, your typing echoed, with \
+process_output.
+
 Output over the cap keeps its beginning and its end with a marker saying how \
 many bytes and lines were dropped; terminal colour codes are removed. \
 merge_output: true gives one stream (stdout and stderr in arrival order); \
@@ -121,6 +127,11 @@ class ShellArgs(BaseModel):
         False,
         description="Start a long-running command (a server, a watcher) and return at once "
         "with its process_id and first output.",
+    )
+    tty: bool = Field(
+        False,
+        description="With background: true, run it in a terminal (one output stream) "
+        "to type into with process_input: REPLs, prompts.",
     )
     pipefail: bool = Field(False, description="Fail a pipeline when any command in it fails.")
     merge_output: bool = Field(
@@ -237,13 +248,20 @@ def exec_request(
         head_fraction=ctx.shell.head_fraction,
         stream=ctx.on_output is not None,
         stream_cap=ctx.stream_cap_bytes,
+        tty=args.tty,
     )
 
 
 async def run_shell(ctx: ToolContext, args: ShellArgs) -> dict[str, Any]:
     state = ctx.state.shell
+    if args.tty and not args.background:
+        msg = "tty: true needs background: true (then type with process_input)"
+        raise InvalidArguments(msg)
+    if args.tty and not ctx.terminals:
+        raise InvalidArguments(NO_TERMINALS)
     if args.cwd is not None:
-        await checked_path(ctx, args.cwd, field="cwd")  # the allowlist's read roots govern cwd
+        # Anywhere the sandbox user may enter, within the kernel's limits.
+        refuse_long_path(args.cwd, "cwd")
     session_env = state.environment({**BASE_ENV, **ctx.env})
     env = {**session_env, **(args.env or {})}
     request = exec_request(ctx, args, args.cwd or state.cwd, env, ctx.call_id, session_env)
@@ -268,7 +286,7 @@ async def run_shell(ctx: ToolContext, args: ShellArgs) -> dict[str, Any]:
     output = shell_output(result, data, ctx.redactor)
     notes += result.notes
     if result.shell_state is not None:
-        note = state.record(result.shell_state, env, args.persist_env, ctx.allowlist, ctx.redactor)
+        note = state.record(result.shell_state, env, args.persist_env, ctx.redactor)
         if note:
             notes.append(note)
     if notes:

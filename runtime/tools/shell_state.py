@@ -7,13 +7,11 @@ decides what of it the session keeps.
 
 from __future__ import annotations
 
-import posixpath
 from dataclasses import dataclass, field
 
 from runtime.agent import protocol
 from runtime.agent.redact import Redactor
 from runtime.constants import WORKSPACE
-from runtime.policy.allowlist import PathPolicy
 from runtime.tools.interpreter import Interpreter
 
 HOME = WORKSPACE
@@ -47,17 +45,16 @@ class ShellState:
         report: protocol.ShellReport,
         sent_env: dict[str, str],
         persist_env: bool,
-        policy: PathPolicy | None = None,
         redactor: Redactor | None = None,
     ) -> str | None:
         """Keep what a finished call left behind; a note for the model, if any.
 
-        The directory is kept only inside the allowlist's read roots (the
-        reported path is already resolved inside the sandbox), and only if
-        its name holds no secret value: a kept directory is stored state
-        (the sessions table, snapshots), and a name there is never rewritten.
+        The directory is kept wherever the command ended (anywhere the
+        sandbox user may enter: the allowlist governs the file tools, not
+        where a command runs, which could `cd` anywhere), but only if its
+        name holds no secret value: a kept directory is stored state (the
+        sessions table, snapshots), and a name there is never rewritten.
         """
-        policy = policy or PathPolicy()
         note = None
         cwd = report.cwd
         if cwd:
@@ -66,13 +63,8 @@ class ShellState:
                     f"the command ended in {redactor.redact_text(cwd)}, whose name holds a "
                     f"secret value; it is not kept, the next call starts in {self.cwd}"
                 )
-            elif cwd.startswith("/") and policy.allows(posixpath.normpath(cwd)):
+            elif cwd.startswith("/"):
                 self.cwd = cwd
-            else:
-                note = (
-                    f"the command ended in {cwd}, outside the allowed directories "
-                    f"({', '.join(policy.read_roots)}); the next call starts in {self.cwd}"
-                )
         env = report.env
         refused: list[str] = []
         if persist_env and env is not None:

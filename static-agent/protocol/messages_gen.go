@@ -166,6 +166,7 @@ type Exec struct {
 	HeadFraction      float64
 	Stream            bool
 	StreamCap         int64
+	Tty               bool
 }
 
 // NewExec is a Exec with protocol.py's defaults.
@@ -194,6 +195,7 @@ func NewExec() Exec {
 		HeadFraction:      0.2,
 		Stream:            false,
 		StreamCap:         8388608,
+		Tty:               false,
 	}
 }
 
@@ -223,6 +225,7 @@ func (m *Exec) encodeFields(e *encoder) {
 	e.float("head_fraction", m.HeadFraction)
 	e.boolean("stream", m.Stream)
 	e.int("stream_cap", m.StreamCap)
+	e.boolean("tty", m.Tty)
 }
 
 func (m *Exec) decodeFields(raw map[string]json.RawMessage) error {
@@ -293,6 +296,9 @@ func (m *Exec) decodeFields(raw map[string]json.RawMessage) error {
 		return err
 	}
 	if err := field(raw, "stream_cap", &m.StreamCap, false, "Exec.stream_cap"); err != nil {
+		return err
+	}
+	if err := field(raw, "tty", &m.Tty, false, "Exec.tty"); err != nil {
 		return err
 	}
 	return nil
@@ -815,6 +821,9 @@ type Spawn struct {
 	Window       int64
 	OutputCap    int64
 	OutputWindow int64
+	Tty          bool
+	Rows         int64
+	Cols         int64
 }
 
 // NewSpawn is a Spawn with protocol.py's defaults.
@@ -830,6 +839,9 @@ func NewSpawn() Spawn {
 		Window:       4,
 		OutputCap:    16777216,
 		OutputWindow: 16,
+		Tty:          false,
+		Rows:         0,
+		Cols:         0,
 	}
 }
 
@@ -846,6 +858,9 @@ func (m *Spawn) encodeFields(e *encoder) {
 	e.int("window", m.Window)
 	e.int("output_cap", m.OutputCap)
 	e.int("output_window", m.OutputWindow)
+	e.boolean("tty", m.Tty)
+	e.int("rows", m.Rows)
+	e.int("cols", m.Cols)
 }
 
 func (m *Spawn) decodeFields(raw map[string]json.RawMessage) error {
@@ -877,6 +892,15 @@ func (m *Spawn) decodeFields(raw map[string]json.RawMessage) error {
 		return err
 	}
 	if err := field(raw, "output_window", &m.OutputWindow, false, "Spawn.output_window"); err != nil {
+		return err
+	}
+	if err := field(raw, "tty", &m.Tty, false, "Spawn.tty"); err != nil {
+		return err
+	}
+	if err := field(raw, "rows", &m.Rows, false, "Spawn.rows"); err != nil {
+		return err
+	}
+	if err := field(raw, "cols", &m.Cols, false, "Spawn.cols"); err != nil {
 		return err
 	}
 	return nil

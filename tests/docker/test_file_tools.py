@@ -227,11 +227,19 @@ def test_symlinks_to_outside_are_resolved_then_denied(session):
     assert session.call("read_file", {"path": "good-link"}).output["content"] == "inside\n"
 
 
-def test_cwd_outside_the_read_roots_is_denied(session):
-    assert session.shell("pwd", cwd="/etc").error_code == "PATH_DENIED"
-    sh(session, "ln -s /etc etc-link; mkdir sub")
-    assert session.shell("pwd", cwd="/workspace/etc-link").error_code == "PATH_DENIED"
+def test_cwd_is_anywhere_the_sandbox_user_may_enter_and_is_remembered(session):
+    # The allowlist governs the file tools, not where a command runs.
+    assert session.shell("pwd", cwd="/usr/bin").output["stdout"] == "/usr/bin\n"
+    sh(session, "cd /workspace && ln -s /etc etc-link && mkdir sub")
+    assert session.shell("pwd -P", cwd="/workspace/etc-link").output["stdout"] == "/etc\n"
     assert session.shell("pwd", cwd="/workspace/sub").output["stdout"] == "/workspace/sub\n"
+    assert session.shell("cd /etc/ssl").ok
+    assert session.shell("pwd").output["stdout"] == "/etc/ssl\n"
+    assert session.call("read_file", {"path": "/etc/hostname"}).error_code == "PATH_DENIED"
+    denied = session.shell("pwd", cwd="/root")
+    assert denied.error_code == "PATH_DENIED", denied
+    missing = session.shell("pwd", cwd="/nonexistent")
+    assert missing.error_code == "NOT_FOUND", missing
 
 
 def test_symlink_swapped_in_a_loop_never_lets_a_write_out(session):

@@ -80,9 +80,6 @@ def test_a_missing_or_unexecutable_program_is_refused_before_it_starts(session):
     with pytest.raises(RemotePermissionError) as user:
         session.exec(["true"], user="root")
     assert user.value.reason == "USER_NOT_ALLOWED"
-    with pytest.raises(ToolrtRpcError) as tty:
-        session.exec(["true"], tty=True)
-    assert tty.value.reason == "INVALID_REQUEST"
 
 
 def test_a_timeout_kills_the_whole_tree(session, docker_client):
@@ -173,3 +170,18 @@ def test_a_client_that_does_not_read_holds_the_program_back(session, docker_clie
             elif kind == "exit":
                 ended = value
         assert (got, err, ended.exit_code, ended.stdout_dropped_bytes) == (size, b"written\n", 0, 0)
+
+
+def test_a_retried_start_of_a_running_exec_id_is_refused_not_run_twice(session):
+    with session.exec_stream(["sleep", "100"], exec_id="job-1") as first:
+        events = first.events()
+        kind, started = next(events)
+        assert (kind, started.exec_id) == ("started", "job-1")
+        with pytest.raises(ToolrtRpcError) as again:
+            session.exec(["touch", "/tmp/ran-twice"], exec_id="job-1")
+        assert again.value.reason == "INVALID_REQUEST" and "job-1" in str(again.value)
+        first.signal("KILL")
+        assert [value for kind, value in events if kind == "exit"][0].signal == "KILL"
+    assert session.stat("/tmp/ran-twice").exists is False
+    # Once it has ended, the id names a new exec.
+    assert session.exec(["true"], exec_id="job-1").exit_code == 0

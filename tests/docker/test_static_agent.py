@@ -257,10 +257,7 @@ PYTHON_AGENT_CHECKS.update(
 def test_static_agent_passes_the_python_agents_checks(
     static_client: Any, docker_client: Any, name: str
 ) -> None:
-    # The default allowlist, as the checks' own sessions have; cd's check
-    # moves to /tmp, which its session may read.
-    roots = ["/workspace", "/tmp"] if name == "cd persists" else ["/workspace"]
-    with static_client.session(allowlist={"read_roots": roots, "write_roots": roots}) as session:
+    with static_client.session() as session:
         PYTHON_AGENT_CHECKS[name](static_client, session, docker_client)
 
 
@@ -335,7 +332,7 @@ def test_a_kept_answer_is_given_again_not_run_again(instance: Any) -> None:
         again = client.call(sid, "shell", command, call_id="a")
         assert again.output == answered.output
         count = client.call(sid, "shell", {"command": "wc -l < /workspace/n; pwd"})
-        assert count.output["stdout"].split() == ["1", "/workspace"]
+        assert count.output["stdout"].split() == ["1", "/tmp"]
         assert client.close_session(sid) == "closed"
 
 
@@ -415,3 +412,17 @@ def run_secret_check(
     )
     with Client(daemon.target) as client, client.session(secrets=names) as session:
         run_check(check, client=client, session=session, daemon=daemon, **given)
+
+
+def test_terminals_are_refused_with_a_reason_not_run_without_one(static_client: Any) -> None:
+    # The static agent opens no terminals yet: tty is refused up front.
+    from runtime.client import ToolrtRpcError
+
+    with static_client.session() as session:
+        shell = session.shell("python3", background=True, tty=True)
+        assert shell.error_code == "INVALID_ARGUMENTS" and "no terminals" in shell.error_message
+        typed = session.call("process_input", {"process_id": "p1", "text": "x"})
+        assert typed.error_code == "INVALID_ARGUMENTS" and "no terminals" in typed.error_message
+        with pytest.raises(ToolrtRpcError) as exec_tty:
+            session.exec(["true"], tty=True)
+        assert exec_tty.value.reason == "INVALID_REQUEST"

@@ -9,6 +9,7 @@ import grpc
 from runtime import errors
 from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
 from runtime._proto.toolruntime.v1 import runtime_pb2_grpc as pb_grpc
+from runtime.core import default_registry
 from runtime.server.service import ToolRuntimeService
 
 DESIGN_RPCS = {
@@ -25,6 +26,21 @@ DESIGN_RPCS = {
     "WriteFile",
     "StatPath",
 }
+# DESIGN's default catalog ("Tools"), as clients and model prompts name it.
+DESIGN_TOOLS = {
+    "shell",
+    "process_list",
+    "process_output",
+    "process_input",
+    "process_kill",
+    "read_file",
+    "write_file",
+    "edit_file",
+    "list_files",
+    "run_tests",
+    "workspace_diff",
+    "python",
+}
 DESIGN_TOOL_CODES = {
     "UNKNOWN_TOOL",
     "INVALID_ARGUMENTS",
@@ -38,6 +54,10 @@ DESIGN_TOOL_CODES = {
     "EXECUTION_ERROR",
     "INTERNAL",
 }
+
+
+def test_the_default_catalog_has_designs_tools():
+    assert set(default_registry().names()) == DESIGN_TOOLS
 
 
 def test_every_rpc_of_the_proto_is_implemented():

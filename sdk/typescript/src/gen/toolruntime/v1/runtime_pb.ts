@@ -1411,7 +1411,9 @@ export type ExecStart = Message<"toolruntime.v1.ExecStart"> & {
   timeoutS: number;
 
   /**
-   * Not yet (INVALID_REQUEST).
+   * A pseudo-terminal as the program's controlling terminal, stdin, stdout
+   * and stderr (all output arrives as `stdout`; stdin is open), of `size`
+   * (resized by `resize`); TERM defaults to xterm.
    *
    * @generated from field: bool tty = 8;
    */
@@ -1438,7 +1440,9 @@ export type ExecStart = Message<"toolruntime.v1.ExecStart"> & {
   outputCapBytes: bigint;
 
   /**
-   * Names the exec in `started` (default: one the daemon makes up).
+   * Names the exec in `started` (default: one the daemon makes up). A start
+   * naming an exec_id still running in the session is refused
+   * (INVALID_REQUEST): a retried start never runs twice.
    *
    * @generated from field: string exec_id = 12;
    */
