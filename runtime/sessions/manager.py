@@ -63,6 +63,10 @@ log = logging.getLogger(__name__)
 
 # Records of sessions closed over an hour ago are purged every this many closes.
 PURGE_EVERY = 256
+# A sandbox the engine failed to remove at close is tried again after these
+# pauses (seconds, about 10 minutes in all); a daemon that stops meanwhile
+# removes it at its next start, as every container of a closed session.
+REMOVAL_RETRIES_S = (1.0, 4.0, 15.0, 60.0, 120.0, 400.0)
 
 
 @dataclass
@@ -445,7 +449,7 @@ class SessionManager(RestartOps):
         try:
             await session.tool_state.stop_interpreter()
             await self.egress.close(session.id)
-            await self._backend.destroy(session.id)
+            await self._destroy(session.id)
         finally:
             session.state = CLOSED
             session.closed_reason = session.closed_reason or code
@@ -463,6 +467,29 @@ class SessionManager(RestartOps):
             self._closes += 1
             if self._closes % PURGE_EVERY == 0:
                 self._spawn(self._durable.purge_closed())
+
+    async def _destroy(self, session_id: str) -> None:
+        """Remove a closed session's sandbox; when the engine fails to, the
+        close still fails as it did (UNAVAILABLE), and the removal is tried
+        again in the background so no container outlives its session."""
+        try:
+            await self._backend.destroy(session_id)
+        except EngineUnavailable as exc:
+            log.warning("removing the sandbox of %s failed (%s); retrying", session_id, exc)
+            self._spawn(self._destroy_later(session_id))
+            raise
+
+    async def _destroy_later(self, session_id: str) -> None:
+        for pause in REMOVAL_RETRIES_S:
+            await asyncio.sleep(pause)
+            try:
+                await self._backend.destroy(session_id)
+            except EngineUnavailable as exc:
+                log.warning("removing the sandbox of %s failed again (%s)", session_id, exc)
+                continue
+            log.info("the sandbox of %s is removed", session_id)
+            return
+        log.error("gave up removing the sandbox of %s; the next start removes it", session_id)
 
     async def lose(self, session: Session, reason: str) -> None:
         """The sandbox died under a call or transfer: close the session, once."""

@@ -10,6 +10,8 @@ import grpc
 import pytest
 
 from runtime.client import Client, ToolrtRpcError
+from runtime.errors import EngineUnavailable
+from runtime.sessions import manager as manager_module
 from tests.helpers import containers_of, is_open, wait_for
 
 pytestmark = pytest.mark.docker
@@ -137,3 +139,35 @@ def test_a_cpu_share_too_small_to_start_a_sandbox_gets_the_smallest_that_does(
         container = docker_client.containers.get(f"toolrt-{session.id}")
         assert container.attrs["HostConfig"]["NanoCpus"] == 100_000_000
         assert session.shell("true").ok
+
+
+def test_a_sandbox_the_engine_failed_to_remove_is_removed_later(
+    make_daemon, docker_client, monkeypatch
+):
+    """The engine failing the removal at close (a timeout under load) must
+    not leave the container behind: the close says UNAVAILABLE, as it did,
+    and the removal is tried again."""
+    monkeypatch.setattr(manager_module, "REMOVAL_RETRIES_S", (0.2, 0.2))
+    running = make_daemon()
+    backend = running.daemon.core.backend
+    remove = backend._remove_container
+    failures = []
+
+    def fail_once(session_id: str) -> None:
+        if not failures:
+            failures.append(session_id)
+            msg = "remove sandbox: the Docker engine did not answer in time"
+            raise EngineUnavailable(msg)
+        remove(session_id)
+
+    monkeypatch.setattr(backend, "_remove_container", fail_once)
+    with Client(running.target) as client:
+        session = client.create_session()
+        assert containers_of(docker_client, running.instance) != []
+        with pytest.raises(ToolrtRpcError, match="did not answer in time") as refused:
+            client.close_session(session.id)
+        assert refused.value.code == grpc.StatusCode.UNAVAILABLE
+        assert client.list_sessions() == []
+        client.close_session(session.id)  # closing again: already closed, fine
+    assert failures == [session.id]
+    wait_for(lambda: containers_of(docker_client, running.instance) == [])
