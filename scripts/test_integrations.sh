@@ -6,7 +6,11 @@
 #    stay out of .[dev]) from the extras, at the versions of the tested matrix
 #    (tests/integrations/constraints.txt); rebuilt when either file changes.
 # 2. A daemon on 127.0.0.1 (Docker backend, default image, no warm pool) with
-#    its own instance name and a temporary state_dir.
+#    its own instance name and a temporary state_dir. Its default tenant is
+#    granted root, root's capabilities and a writable root under runsc-overlay,
+#    for inspect's self_check on such a session: permissions only take effect
+#    for a session that asks, so the other tests' default sessions stay as
+#    they are (still no other user, a read-only root).
 # 3. pytest on tests/integrations against it (TOOLRT_TARGET).
 # 4. The daemon stopped by its pid; then no container of its instance may be
 #    left (the count before and after is printed). Any left are removed and
@@ -38,6 +42,12 @@ listen = "127.0.0.1:$port"
 instance = "$instance"
 state_dir = "$workdir/state"
 pool_size = 0
+runtimes = ["runsc-overlay"]
+
+[tenants.default]
+users = ["root", "inspect-ai-test-exec-as-user"]
+root_capabilities = true
+writable_root = true
 EOF
 
 before=$(count_containers)

@@ -89,8 +89,12 @@ class ToolrtSandboxConfig(BaseModel):
     environments: tuple[str, ...] = ("default",)
     """Names of the sample's environments, one session each; the first is the default."""
     users: tuple[str, ...] = ()
-    """Users `exec(user=...)` may name besides the sandbox user; others raise
+    """Users `exec(user=...)` may name besides the sandbox user, asked of the
+    daemon at creation (the tenant's `users` must grant them); others raise
     `SandboxUserUnsupportedError` without asking the daemon."""
+    root_filesystem: Literal["", "read-only", "writable"] = ""
+    """`writable` lets root install into the image (the tenant's `writable_root`
+    must grant it, on runtime `runsc-overlay`); empty: the daemon's read-only root."""
 
 
 def _config(config: SandboxEnvironmentConfigType | None) -> ToolrtSandboxConfig:
@@ -121,6 +125,10 @@ def _session_fields(config: ToolrtSandboxConfig, task_name: str) -> dict[str, An
         fields["limits"] = limits
     if config.network:
         fields["network"] = {"allow": config.network}
+    if config.users:
+        fields["users"] = config.users
+    if config.root_filesystem:
+        fields["root_filesystem"] = config.root_filesystem
     return fields
 
 

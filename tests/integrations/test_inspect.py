@@ -1,6 +1,7 @@
 """The `toolrt` inspect sandbox against inspect's own conformance suite
-(`self_check`, on one toolrt session), and the failures inspect names that
-the suite leaves out."""
+(`self_check`, on one default toolrt session), and the failures inspect names
+that the suite leaves out. test_inspect_root.py runs the suite again on a
+session granted root and a writable root."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from inspect_ai.util import OutputLimitExceededError, SandboxEnvironment
 from inspect_ai.util._sandbox.limits import override_max_exec_output_size
 from inspect_ai.util._sandbox.registry import registry_find_sandboxenv
 from inspect_ai.util._sandbox.self_check import *  # noqa: F403  (the checks, collected here)
+from inspect_sample import default_sandbox
 
 from runtime.integrations.inspect import ToolrtSandboxConfig, ToolrtSandboxEnvironment
 
@@ -21,23 +23,17 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 TASK = "self_check"
 EXPECTED_FAILURES = {
     "test_exec_as_user": (
-        "the check adds a user as root: on a default session the daemon grants no "
-        "other user (USER_NOT_ALLOWED, raised as SandboxUserUnsupportedError)"
+        "the check adds a user as root: a default session lists no other user "
+        "(SandboxUserUnsupportedError) and its root filesystem is read-only"
     ),
 }
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def toolrt_sample() -> AsyncIterator[dict[str, SandboxEnvironment]]:
-    config = ToolrtSandboxConfig(users=("root",))
-    environments = await ToolrtSandboxEnvironment.sample_init(TASK, config, {})
-    yield environments
-    await ToolrtSandboxEnvironment.sample_cleanup(TASK, config, environments, False)
-
-
-@pytest.fixture
-def sandbox_env(toolrt_sample: dict[str, SandboxEnvironment]) -> SandboxEnvironment:
-    return toolrt_sample["default"]
+async def sandbox_env() -> AsyncIterator[SandboxEnvironment]:
+    config = ToolrtSandboxConfig()
+    async with default_sandbox(TASK, config) as env:
+        yield env
 
 
 async def test_the_entry_point_registers_the_toolrt_sandbox_type() -> None:
