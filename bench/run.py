@@ -30,7 +30,17 @@ from typing import TypeVar
 
 import docker
 
-from bench import operations, ours, report, runtimes, shares, snapshots, tenants, typescript
+from bench import (
+    harnesses,
+    operations,
+    ours,
+    report,
+    runtimes,
+    shares,
+    snapshots,
+    tenants,
+    typescript,
+)
 from bench.baselines import Baselines
 from bench.stats import Sample, interleave
 
@@ -203,6 +213,13 @@ def only_typescript(args: argparse.Namespace, instance: str, log_path: str) -> i
     return 0
 
 
+def only_harnesses(args: argparse.Namespace, instance: str, log_path: str) -> int:
+    """Each harness's create + first command on toolrt and on its own Docker sandbox, printed."""
+    s = measured_alone(harnesses.alone, args, instance, log_path)
+    print("\n" + "\n".join(report.latency_table(s)))
+    return 0
+
+
 def only_tenants(args: argparse.Namespace, instance: str, log_path: str) -> int:
     s = measured_alone(tenants.measure, args, instance, log_path)
     markdown = "\n".join(identity(s, machine(), args.quick, only_command(args, "tenants")))
@@ -255,8 +272,9 @@ def main() -> int:
     )
     parser.add_argument(
         "--only",
-        choices=["tenants", "snapshots", "runtimes", "shares", "typescript"],
-        help="just this section (its part of docs/benchmarks.md; runtimes, typescript: none)",
+        choices=["tenants", "snapshots", "runtimes", "shares", "typescript", "harnesses"],
+        help="just this section (its part of docs/benchmarks.md; runtimes, typescript, "
+        "harnesses: none)",
     )
     args = parser.parse_args()
     quick = args.quick
@@ -275,6 +293,8 @@ def main() -> int:
         return only_shares(args, instance, log_path)
     if args.only == "typescript":
         return only_typescript(args, instance, log_path)
+    if args.only == "harnesses":
+        return only_harnesses(args, instance, log_path)
     base = Baselines(instance, quick)
     s: dict[str, Sample] = {}
     extra: dict[str, int] = {}
@@ -312,6 +332,8 @@ def main() -> int:
         ours.execute_true(cold, 100, cpu)
         step("the TypeScript client's shell true beside the Python client's")
         s["ts_exec"], s["py_exec"] = typescript.measure(cold, quick)
+        step("harnesses: create + first command on toolrt and on their own Docker sandboxes")
+        s.update(harnesses.measure(cold, quick))
         step("toolrt: the python tool, first and warm calls, beside shell python3 -c")
         s["py_first"], s["py_warm"], s["py_shell"] = ours.python_calls(
             cold.client, 30 if quick else 100, 3 if quick else 10

@@ -8,8 +8,10 @@ labelled `toolrt.integration=openai-agents`, on the daemon the `TOOLRT_*`
 variables name.
 
 - Commands run through the `Exec` RPC: bytes in and out, killed at their
-  timeout (`ExecTimeoutError`); a user other than the sandbox user is refused
-  by the daemon today. Files go through `ReadFile`/`WriteFile`.
+  timeout (`ExecTimeoutError`). The SDK's `user` on exec, read and write is
+  toolrt's `user`: one of the `users` the options list (the session is opened
+  with them, the tenant must grant them), else `USER_NOT_ALLOWED`. Files go
+  through `ReadFile`/`WriteFile`.
 - `resume(state)` attaches to the toolrt session the state names while it is
   open (toolrt sessions outlive the harness's process); when it is gone, a new
   one is opened and the SDK hydrates it from the state's snapshot.
@@ -17,8 +19,9 @@ variables name.
   `Exec`), not toolrt snapshots: the SDK keeps the bytes in its own snapshot
   store (local files by default) to rebuild a workspace on any backend, and a
   toolrt snapshot never leaves the daemon.
-- No terminals yet (`supports_pty` is false, so the model gets no
-  `write_stdin`) and no exposed ports: `resolve_exposed_port` raises the
+- Terminals: `supports_pty` is true, so the model's `exec_command` may come
+  back still running and it gets `write_stdin` (openai_agents_pty.py, over
+  `Exec` with `tty`). No exposed ports: `resolve_exposed_port` raises the
   SDK's `ExposedPortUnavailableError`.
 """
 
@@ -32,7 +35,6 @@ from typing import Any, Literal
 import grpc
 from agents.sandbox.errors import (  # type: ignore[import-not-found,unused-ignore]
     ExecTimeoutError,
-    ExecTransportError,
     WorkspaceArchiveReadError,
     WorkspaceArchiveWriteError,
     WorkspaceReadNotFoundError,
@@ -44,6 +46,9 @@ from agents.sandbox.session import (  # type: ignore[import-not-found,unused-ign
     BaseSandboxSession,
     SandboxSession,
     SandboxSessionState,
+)
+from agents.sandbox.session.pty_types import (  # type: ignore[import-not-found,unused-ignore]
+    PtyExecUpdate,
 )
 from agents.sandbox.snapshot import (  # type: ignore[import-not-found,unused-ignore]
     SnapshotBase,
@@ -57,6 +62,7 @@ from runtime.client import ToolrtRpcError
 from runtime.client.aio import AsyncClient
 from runtime.constants import INTEGRATION_LABEL
 from runtime.integrations.connection import READY, async_client_from_env
+from runtime.integrations.openai_agents_pty import Terminals, transport_error
 
 HARNESS = "openai-agents"
 BACKEND = "toolrt"
@@ -76,6 +82,8 @@ class ToolrtSandboxClientOptions(BaseSandboxClientOptions):  # type: ignore[misc
     # The daemon's default image when empty.
     image: str = ""
     labels: dict[str, str] = Field(default_factory=dict)
+    # Users besides the sandbox user that exec, read and write may name (e.g. "root").
+    users: tuple[str, ...] = ()
     # Accepted for the SDK's sake; resolving any of them raises "unavailable".
     exposed_ports: tuple[int, ...] = ()
 
@@ -87,6 +95,7 @@ class ToolrtSandboxSessionState(SandboxSessionState):  # type: ignore[misc,unuse
     toolrt_session_id: str = ""
     image: str = ""
     labels: dict[str, str] = Field(default_factory=dict)
+    users: tuple[str, ...] = ()
 
 
 def _user_name(user: str | User | None) -> str:
@@ -103,6 +112,45 @@ class ToolrtSandboxSession(BaseSandboxSession):  # type: ignore[misc,unused-igno
     def __init__(self, *, state: ToolrtSandboxSessionState, client: AsyncClient) -> None:
         self.state = state
         self._client = client
+        self._terminals = Terminals()
+
+    def supports_pty(self) -> bool:
+        return True
+
+    async def pty_exec_start(
+        self,
+        *command: str | Path,
+        timeout: float | None = None,
+        shell: bool | list[str] = True,
+        user: str | User | None = None,
+        tty: bool = False,
+        yield_time_s: float | None = None,
+        max_output_tokens: int | None = None,
+    ) -> PtyExecUpdate:
+        argv = self._prepare_exec_command(*command, shell=shell, user=None)
+        return await self._terminals.start(
+            self._client,
+            self.state.toolrt_session_id,
+            [str(part) for part in argv],
+            tty=tty,
+            user=_user_name(user),
+            timeout=timeout,
+            yield_time_s=yield_time_s,
+            max_output_tokens=max_output_tokens,
+        )
+
+    async def pty_write_stdin(
+        self,
+        *,
+        session_id: int,
+        chars: str,
+        yield_time_s: float | None = None,
+        max_output_tokens: int | None = None,
+    ) -> PtyExecUpdate:
+        return await self._terminals.write(session_id, chars, yield_time_s, max_output_tokens)
+
+    async def pty_terminate_all(self) -> None:
+        await self._terminals.terminate_all()
 
     async def exec(
         self,
@@ -133,8 +181,7 @@ class ToolrtSandboxSession(BaseSandboxSession):  # type: ignore[misc,unused-igno
         except TimeoutError as exc:
             raise ExecTimeoutError(command=argv, timeout_s=timeout, cause=exc) from exc
         except ToolrtRpcError as exc:
-            message = f"{exc.reason or exc.code.name}: {exc.details}"
-            raise ExecTransportError(command=argv, message=message, cause=exc) from exc
+            raise transport_error(argv, exc) from exc
         if result.timed_out:
             raise ExecTimeoutError(command=argv, timeout_s=timeout)
         return ExecResult(stdout=result.stdout, stderr=result.stderr, exit_code=result.exit_code)
@@ -213,10 +260,11 @@ class ToolrtSandboxClient(BaseSandboxClient[ToolrtSandboxClientOptions]):  # typ
             self._client = async_client_from_env()
         return self._client
 
-    async def _open(self, image: str, labels: dict[str, str]) -> str:
-        fields: dict[str, object] = {"labels": {**labels, INTEGRATION_LABEL: HARNESS}}
-        if image:
-            fields["image"] = image
+    async def _open(self, state: ToolrtSandboxSessionState) -> str:
+        labels = {**state.labels, INTEGRATION_LABEL: HARNESS}
+        fields: dict[str, object] = {"labels": labels, "users": list(state.users)}
+        if state.image:
+            fields["image"] = state.image
         return str((await self.toolrt.create_session(**fields)).id)
 
     async def create(
@@ -236,8 +284,9 @@ class ToolrtSandboxClient(BaseSandboxClient[ToolrtSandboxClientOptions]):  # typ
             exposed_ports=options.exposed_ports,
             image=options.image,
             labels=options.labels,
-            toolrt_session_id=await self._open(options.image, options.labels),
+            users=options.users,
         )
+        state.toolrt_session_id = await self._open(state)
         inner = ToolrtSandboxSession(state=state, client=self.toolrt)
         return self._wrap_session(inner)
 
@@ -254,7 +303,7 @@ class ToolrtSandboxClient(BaseSandboxClient[ToolrtSandboxClientOptions]):  # typ
                 raise
         if not alive:
             # Gone: a new session, which the SDK's start hydrates from the state's snapshot.
-            state.toolrt_session_id = await self._open(state.image, state.labels)
+            state.toolrt_session_id = await self._open(state)
             state.workspace_root_ready = False
         inner = ToolrtSandboxSession(state=state, client=self.toolrt)
         inner._set_start_state_preserved(alive)

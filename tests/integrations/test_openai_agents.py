@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import subprocess
 import sys
 import tarfile
@@ -19,6 +20,7 @@ from agents.sandbox import SandboxAgent
 from agents.sandbox.errors import (
     ExecTransportError,
     ExposedPortUnavailableError,
+    PtySessionNotFoundError,
     WorkspaceReadNotFoundError,
 )
 from agents.sandbox.snapshot import LocalSnapshotSpec
@@ -204,6 +206,110 @@ async def test_exec_bytes_users_and_ports(client: Client) -> None:
             await session.resolve_exposed_port(8080)
         with pytest.raises(WorkspaceReadNotFoundError):
             await session.read(Path("missing.txt"))
-        assert not session.supports_pty()
+    finally:
+        await sandbox.delete(session)
+
+
+async def test_users_the_options_list_run_commands(client: Client) -> None:
+    sandbox = ToolrtSandboxClient()
+    session = await sandbox.create(options=ToolrtSandboxClientOptions(users=("root",)))
+    try:
+        await session.start()
+        assert list(client.get_session(session.state.toolrt_session_id).users) == ["root"]
+        as_root = await session.exec("id -u", user="root")
+        assert (as_root.exit_code, as_root.stdout) == (0, b"0\n")
+        await session.write(Path("mine.txt"), io.BytesIO(b"x"), user="root")
+        owner = await session.exec("stat -c %u mine.txt")
+        assert owner.stdout == b"0\n"
+        # The terminal path carries the user too.
+        update = await session.pty_exec_start("id -u", user="root", tty=True, yield_time_s=30)
+        assert (update.exit_code, update.output.strip()) == (0, b"0")
+        with pytest.raises(ExecTransportError, match="USER_NOT_ALLOWED"):
+            await session.exec("id", user="nobody")
+    finally:
+        await sandbox.delete(session)
+
+
+class TerminalDriver(ScriptedModel):
+    """Starts a program in a terminal with `exec_command`, then types each line
+    into it with `write_stdin` once the text it waits for has appeared, polling
+    (an empty write) meanwhile: the process id is read from the tool's output."""
+
+    def __init__(self, start: dict[str, Any], script: list[tuple[str, str]], done: str) -> None:
+        super().__init__([[function_call("exec_command", start, call_id="start")]])
+        self._script = list(script)
+        self._done = done
+        self._turns = 0
+        self._seen = ""
+
+    async def get_response(
+        self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any
+    ) -> Any:
+        outputs = [
+            item["output"]
+            for item in (input if isinstance(input, list) else [])
+            if isinstance(item, dict) and item.get("type") == "function_call_output"
+        ]
+        if outputs and not self.remaining_steps:
+            self._seen += str(outputs[-1])
+            self._turns += 1
+            [process_id, *_] = re.findall(r"session ID (\d+)", str(outputs[-1])) or [""]
+            if self._script and self._script[0][0] in self._seen and process_id:
+                _, line = self._script.pop(0)
+                self._seen = ""
+                args_ = {"session_id": int(process_id), "chars": line, "yield_time_ms": 1000}
+            elif self._script and process_id and self._turns < 40:
+                args_ = {"session_id": int(process_id), "chars": ""}
+            else:
+                self.enqueue([assistant_message(self._done)])
+                return await super().get_response(system_instructions, input, *args, **kwargs)
+            call_id = f"w{self._turns}"
+            self.enqueue([function_call("write_stdin", args_, call_id=call_id)])
+        return await super().get_response(system_instructions, input, *args, **kwargs)
+
+
+async def test_the_model_drives_an_interactive_program_through_the_terminal(
+    client: Client,
+) -> None:
+    model = TerminalDriver(
+        {"cmd": "python3 -q -i", "tty": True, "yield_time_ms": 1000},
+        [(">>> ", "print(6 * 7)\n"), ("42", "exit()\n")],
+        "the answer is 42",
+    )
+    agent = SandboxAgent(name="repl", instructions="Use the terminal.", model=model)
+    sandbox = SandboxRunConfig(client=ToolrtSandboxClient(), options=ToolrtSandboxClientOptions())
+    result = await Runner.run(agent, "What is 6 * 7?", run_config=RunConfig(sandbox=sandbox))
+    assert result.final_output == "the answer is 42"
+    outputs = list(tool_outputs(result).values())
+    assert "Process running with session ID" in outputs[0], outputs
+    assert any(re.search(r"^42\r?$", text, re.M) for text in outputs), outputs
+    assert "Process exited with code 0" in outputs[-1], outputs
+    assert harness_sessions(client, HARNESS) == []
+
+
+async def test_a_command_outliving_its_yield_is_polled_and_stdin_needs_a_terminal(
+    client: Client,
+) -> None:
+    sandbox = ToolrtSandboxClient()
+    session = await sandbox.create(options=ToolrtSandboxClientOptions())
+    try:
+        await session.start()
+        assert session.supports_pty()
+        update = await session.pty_exec_start("read line; echo done", yield_time_s=0.25)
+        # Without a terminal stdin is closed at once: `read` sees its end.
+        while update.exit_code is None:
+            assert update.process_id is not None
+            update = await session.pty_write_stdin(session_id=update.process_id, chars="")
+        assert update.exit_code == 0 and b"done" in update.output
+        slow = await session.pty_exec_start("sleep 600", yield_time_s=0.25)
+        assert slow.process_id is not None and slow.exit_code is None
+        with pytest.raises(RuntimeError, match="stdin is not available"):
+            await session.pty_write_stdin(session_id=slow.process_id, chars="x")
+        await session.pty_terminate_all()
+        with pytest.raises(PtySessionNotFoundError):
+            await session.pty_write_stdin(session_id=slow.process_id, chars="")
+        refused = session.pty_exec_start("id", user="root", tty=True)
+        with pytest.raises(ExecTransportError, match="USER_NOT_ALLOWED"):
+            await refused
     finally:
         await sandbox.delete(session)
