@@ -139,8 +139,11 @@ def test_a_host_off_the_list_gets_403_and_is_listed(client, servers):
         # An allowed name on a port it is not allowed.
         out = shell(session, f"curl -sS http://web.test:{servers.tls_port}/")
         assert out["stdout"] == DENIED.format(f"web.test:{servers.tls_port}") + "\n"
-        # Pip says which host and why, in its own error.
-        pip = shell(session, "pip install --retries 1 --index-url https://pypi.org/simple six")
+        # Pip says which host and why, in its own error (of a package the
+        # image lacks: six is there, as a dependency of matplotlib).
+        pip = shell(
+            session, "pip install --retries 1 --index-url https://pypi.org/simple sampleproject"
+        )
         assert "toolrt: pypi.org is not in this session's network allowlist" in pip["stderr"], pip[
             "stderr"
         ]

@@ -11,6 +11,7 @@ export type {
   PathInfo,
   Program,
   ReadFileOptions,
+  TerminalSize,
   WriteFileOptions,
 } from "./programs.js";
 export type { ClientOptions, TlsOptions } from "./transport.js";

@@ -39,6 +39,21 @@ export interface ExecOptions extends CallOptions {
   execId?: string;
   /** "" (the sandbox user); others are refused with UserNotAllowedError. */
   user?: string;
+  /**
+   * A pseudo-terminal as the program's controlling terminal, stdin, stdout and
+   * stderr: all its output arrives as "stdout" (with a terminal's "\r\n"),
+   * stdin is open, bytes written are typed ("\x03" is ^C), `closeStdin()`
+   * types ^D and `sendSignal` reaches the terminal's foreground job.
+   */
+  tty?: boolean;
+  /** The terminal's window (with `tty`; default: the daemon's). */
+  size?: TerminalSize;
+}
+
+/** A terminal's window, in characters. */
+export interface TerminalSize {
+  rows: number;
+  cols: number;
 }
 
 /** How a program ended. */
@@ -134,7 +149,7 @@ function streamEvent(event: ExecEvent): ExecStreamEvent | undefined {
 }
 
 function execStart(sessionId: string, program: Program, options: ExecOptions, stdinOpen: boolean): ExecRequest {
-  const { cwd, env, timeoutS, outputCapBytes, execId, user } = options;
+  const { cwd, env, timeoutS, outputCapBytes, execId, user, tty, size } = options;
   const what = Array.isArray(program) ? { argv: program } : { command: program.command };
   return create(ExecRequestSchema, {
     kind: {
@@ -148,6 +163,8 @@ function execStart(sessionId: string, program: Program, options: ExecOptions, st
         timeoutS,
         execId,
         stdinOpen,
+        tty,
+        size,
         outputCapBytes: outputCapBytes === undefined ? undefined : BigInt(outputCapBytes),
       },
     },
@@ -271,14 +288,22 @@ export class ExecStream implements AsyncIterable<ExecStreamEvent> {
     }
   }
 
-  /** End of stdin: the program reads EOF. */
+  /** End of stdin: the program reads EOF (under a `tty`, ^D is typed). */
   closeStdin(): void {
     this.outbox.push(STDIN_EOF);
   }
 
-  /** INT, TERM, KILL, HUP, QUIT, USR1, USR2, STOP, CONT or TSTP, to its process group. */
+  /**
+   * INT, TERM, KILL, HUP, QUIT, USR1, USR2, STOP, CONT or TSTP, to its process
+   * group (under a `tty`, to the terminal's foreground group).
+   */
   sendSignal(name: string): void {
     this.outbox.push(create(ExecRequestSchema, { kind: { case: "signal", value: name } }));
+  }
+
+  /** The terminal's new window (a `tty` program gets SIGWINCH). */
+  resize(rows: number, cols: number): void {
+    this.outbox.push(create(ExecRequestSchema, { kind: { case: "resize", value: { rows, cols } } }));
   }
 
   /** Read the remaining events (discarding them) to how the program ended. */

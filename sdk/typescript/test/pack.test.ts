@@ -11,7 +11,7 @@ import { plainTarget } from "./env.js";
 const packageDir = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const docs = join(packageDir, "..", "..", "docs", "typescript.md");
 
-/** The first js block under a heading of docs/typescript.md. */
+/** The first js block under a heading (## or ###) of docs/typescript.md. */
 function example(heading: string): string {
   const page = readFileSync(docs, "utf8");
   const section = page.split(`## ${heading}\n`)[1] ?? "";
@@ -35,6 +35,7 @@ test("npm pack's tarball installs into an empty project and runs the docs' examp
     };
     assert.equal(run("Quick start"), "true hello from the sandbox\n");
     assert.equal(run("Programs: exec and files"), "0 5891b5b522d5\nping\n0\nwritten 8\nFILE_NOT_FOUND\n");
+    assert.equal(run("Terminals"), '"24 80\\r\\nname? ada\\r\\nhi ada\\r\\n" 0\n');
   } finally {
     rmSync(project, { recursive: true, force: true });
   }
