@@ -30,6 +30,25 @@ IMAGE = "toolrt-sandbox:default"
 KiB, MiB = 1 << 10, 1 << 20
 
 
+def tar_of(name: str, data: bytes) -> bytes:
+    """A tar archive holding one file."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        info = tarfile.TarInfo(name)
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def get_one(container: Any, path: str) -> bytes:
+    """One file's bytes out of a container, by get_archive and unpacking."""
+    stream, _ = container.get_archive(path)
+    with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+        member = tar.extractfile(os.path.basename(path))
+        assert member is not None
+        return member.read()
+
+
 class Baselines:
     def __init__(self, instance: str, quick: bool) -> None:
         self.instance = instance
@@ -132,8 +151,9 @@ class Baselines:
         return sample
 
     # -- files -----------------------------------------------------------------
-    def archives(self) -> tuple[Sample, Sample]:
-        """put_archive of 1 KiB and get_archive of 1 MiB (+ tar packing).
+    @contextlib.contextmanager
+    def archive_container(self) -> Iterator[Any]:
+        """A plain container of the sandbox image for put_archive/get_archive.
 
         The engine's archive API cannot write under a read-only root or into
         a tmpfs, so this container keeps a writable root: the baseline gets
@@ -149,15 +169,13 @@ class Baselines:
             entrypoint=[],
         )
         try:
+            yield container
+        finally:
+            container.remove(force=True)
 
-            def tar_of(name: str, data: bytes) -> bytes:
-                buf = io.BytesIO()
-                with tarfile.open(fileobj=buf, mode="w") as tar:
-                    info = tarfile.TarInfo(name)
-                    info.size = len(data)
-                    tar.addfile(info, io.BytesIO(data))
-                return buf.getvalue()
-
+    def archives(self) -> tuple[Sample, Sample]:
+        """put_archive of 1 KiB and get_archive of 1 MiB (+ tar packing)."""
+        with self.archive_container() as container:
             small = os.urandom(KiB)
             write = timed(
                 "SDK put_archive 1 KiB",
@@ -165,17 +183,9 @@ class Baselines:
                 lambda: container.put_archive("/tmp", tar_of("small.txt", small)),
             )
             container.put_archive("/tmp", tar_of("big.txt", os.urandom(MiB)))
-
-            def get_big() -> bytes:
-                stream, _ = container.get_archive("/tmp/big.txt")
-                with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
-                    member = tar.extractfile("big.txt")
-                    assert member is not None
-                    return member.read()
-
-            read = timed("SDK get_archive 1 MiB", self.n(60, 15), get_big)
-        finally:
-            container.remove(force=True)
+            read = timed(
+                "SDK get_archive 1 MiB", self.n(60, 15), lambda: get_one(container, "/tmp/big.txt")
+            )
         return write, read
 
     # -- the peer --------------------------------------------------------------

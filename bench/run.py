@@ -8,7 +8,8 @@ table into docs/benchmarks.md and a few headline ratios into README.md. The
 identity figures (bench/tenants.py) also go to bench/results/tenants.{md,json};
 `--only tenants` measures just those and replaces just their part of
 docs/benchmarks.md; so do another tenant's calls beside each attempt to
-exhaust a share (bench/shares.py) with `--only shares`. runc and runsc side by side
+exhaust a share (bench/shares.py) with `--only shares`, and the programs'
+RPCs beside their baselines (bench/programs.py) with `--only programs`. runc and runsc side by side
 (bench/runtimes.py) also go to bench/results/runtimes.{md,json}; `--only
 runtimes` measures just those. Removes every container it started.
 """
@@ -34,6 +35,7 @@ from bench import (
     harnesses,
     operations,
     ours,
+    programs,
     report,
     runtimes,
     shares,
@@ -226,11 +228,18 @@ def only_tenants(args: argparse.Namespace, instance: str, log_path: str) -> int:
     return splice_part(args, markdown, report.TENANTS_START, report.TENANTS_END)
 
 
-def snapshot_figures(s: dict[str, Sample], host: dict[str, str], quick: bool, command: str) -> str:
-    """The snapshots section; also written to bench/results/snapshots.{md,json}."""
-    md = "\n".join(snapshots.section(s, f"Measured by `{command}` on {machine_line(host, quick)}."))
-    (RESULTS / "snapshots.md").write_text(md + "\n")
-    (RESULTS / "snapshots.json").write_text(
+def sampled_section(
+    name: str,
+    section: Callable[[dict[str, Sample], str], list[str]],
+    s: dict[str, Sample],
+    host: dict[str, str],
+    quick: bool,
+    command: str,
+) -> str:
+    """A section of samples as markdown; also written to bench/results/NAME.{md,json}."""
+    md = "\n".join(section(s, f"Measured by `{command}` on {machine_line(host, quick)}."))
+    (RESULTS / f"{name}.md").write_text(md + "\n")
+    (RESULTS / f"{name}.json").write_text(
         json.dumps(
             {"machine": host, "quick": quick, "samples": {k: v.as_dict() for k, v in s.items()}},
             indent=1,
@@ -239,10 +248,17 @@ def snapshot_figures(s: dict[str, Sample], host: dict[str, str], quick: bool, co
     return md
 
 
-def only_snapshots(args: argparse.Namespace, instance: str, log_path: str) -> int:
-    s = measured_alone(snapshots.measure, args, instance, log_path)
-    markdown = snapshot_figures(s, machine(), args.quick, only_command(args, "snapshots"))
-    return splice_part(args, markdown, snapshots.START, snapshots.END)
+def only_sampled(
+    args: argparse.Namespace,
+    instance: str,
+    log_path: str,
+    part: tuple[str, Callable[..., dict[str, Sample]], Callable[..., list[str]], str, str],
+) -> int:
+    """`--only NAME` of a section of samples: (name, measure, section, start, end marker)."""
+    name, measure, section, start, end = part
+    s = measured_alone(measure, args, instance, log_path)
+    markdown = sampled_section(name, section, s, machine(), args.quick, only_command(args, name))
+    return splice_part(args, markdown, start, end)
 
 
 def share_figures(
@@ -272,7 +288,15 @@ def main() -> int:
     )
     parser.add_argument(
         "--only",
-        choices=["tenants", "snapshots", "runtimes", "shares", "typescript", "harnesses"],
+        choices=[
+            "tenants",
+            "snapshots",
+            "runtimes",
+            "shares",
+            "typescript",
+            "harnesses",
+            "programs",
+        ],
         help="just this section (its part of docs/benchmarks.md; runtimes, typescript, "
         "harnesses: none)",
     )
@@ -286,7 +310,8 @@ def main() -> int:
     if args.only == "tenants":
         return only_tenants(args, instance, log_path)
     if args.only == "snapshots":
-        return only_snapshots(args, instance, log_path)
+        part = ("snapshots", snapshots.measure, snapshots.section, snapshots.START, snapshots.END)
+        return only_sampled(args, instance, log_path, part)
     if args.only == "runtimes":
         return only_runtimes(args, instance, log_path)
     if args.only == "shares":
@@ -295,6 +320,9 @@ def main() -> int:
         return only_typescript(args, instance, log_path)
     if args.only == "harnesses":
         return only_harnesses(args, instance, log_path)
+    if args.only == "programs":
+        part = ("programs", programs.alone, programs.section, programs.START, programs.END)
+        return only_sampled(args, instance, log_path, part)
     base = Baselines(instance, quick)
     s: dict[str, Sample] = {}
     extra: dict[str, int] = {}
@@ -334,6 +362,8 @@ def main() -> int:
         s["ts_exec"], s["py_exec"] = typescript.measure(cold, quick)
         step("harnesses: create + first command on toolrt and on their own Docker sandboxes")
         s.update(harnesses.measure(cold, quick))
+        step("programs: Exec and 100 MiB WriteFile/ReadFile beside their baselines")
+        by_program = programs.measure(cold, base, quick)
         step("toolrt: the python tool, first and warm calls, beside shell python3 -c")
         s["py_first"], s["py_warm"], s["py_shell"] = ours.python_calls(
             cold.client, 30 if quick else 100, 3 if quick else 10
@@ -469,10 +499,12 @@ def main() -> int:
         md += ["", "![latency and throughput by concurrent sessions](../bench/results/curve.png)"]
     command = "make bench" + (" BENCH_ARGS=--quick" if quick else "")
     md += ["", report.TENANTS_START, *identity(ident, host, quick, command), report.TENANTS_END]
-    snap_md = snapshot_figures(snaps, host, quick, command)
+    snap_md = sampled_section("snapshots", snapshots.section, snaps, host, quick, command)
     md += ["", snapshots.START, snap_md, snapshots.END]
     share_md = share_figures(beside, host, quick, command)
     md += ["", shares.START, share_md, shares.END]
+    program_md = sampled_section("programs", programs.section, by_program, host, quick, command)
+    md += ["", programs.START, program_md, programs.END]
     markdown = "\n".join(md)
     print("\n" + markdown)
     # latest.md sits beside the plot; docs/benchmarks.md links it from docs/.
@@ -490,6 +522,7 @@ def main() -> int:
                 "targets": [c.__dict__ for c in found],
                 "identity": {k: v.as_dict() for k, v in ident.items()},
                 "runtimes": {k: v.as_dict() for k, v in by_runtime.items()},
+                "programs": {k: v.as_dict() for k, v in by_program.items()},
             },
             indent=1,
         )

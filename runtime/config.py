@@ -309,6 +309,13 @@ class SharesConfig(BaseModel):
     transfer_idle_s: float = Field(30.0, gt=0)
     """An upload whose client sends nothing, or a download whose client
     takes nothing, for this long loses its slot and ends RESOURCE_EXHAUSTED."""
+    execs_per_session: int = Field(16, ge=1)
+    """Execs (the Exec RPC) one session runs at once; one more is
+    RESOURCE_EXHAUSTED. Each holds a process tree in the sandbox and an
+    agent stream in the daemon, with or without a client reading it."""
+    execs_per_tenant: int = Field(64, ge=1)
+    """Execs one tenant runs at once across its sessions; one more is
+    RESOURCE_EXHAUSTED."""
     audit_network_records: int = Field(60, ge=1)
     """`network` audit records one session writes per minute. Repeats of a
     host, port and decision are counted into one record at the minute's end;

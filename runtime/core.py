@@ -27,6 +27,7 @@ from runtime.sessions.calls import Calls
 from runtime.sessions.manager import SessionManager
 from runtime.sessions.programs import Programs
 from runtime.sessions.reaper import Reaper
+from runtime.sessions.running_execs import RunningExecs
 from runtime.sessions.session import Session
 from runtime.sessions.slots import TransferSlots
 from runtime.sessions.transfers import Transfers
@@ -203,5 +204,5 @@ def build_core(
         admin,
         durable,
         snapshots,
-        Programs(config, manager, slots),
+        Programs(config, manager, slots, RunningExecs(config.shares, obs.metrics.share_refused)),
     )

@@ -10,7 +10,8 @@ model's calls and each other.
 Any path in the sandbox, with the permissions of the user asked for (the
 sandbox user, or one of the session's `users`, sessions/grants.py): the
 allowlist governs the model's file tools only, the container is the wall
-here. Relative paths are under /workspace. Every refusal is a
+here. Relative paths are under /workspace. Execs running at once are
+bounded per session and per tenant (running_execs.py). Every refusal is a
 ProgramError (or another request error) with DESIGN's reason. A file read
 or write takes one of the transfer slots uploads and downloads share
 (slots.py): bounded daemon-wide and per tenant, lost when its client stalls.
@@ -40,6 +41,7 @@ from runtime.errors import (
 from runtime.sandbox.agent_client import TRANSFER_SECONDS
 from runtime.sessions import grants
 from runtime.sessions.manager import SessionManager
+from runtime.sessions.running_execs import RunningExecs
 from runtime.sessions.session import Session
 from runtime.sessions.slots import TransferSlots
 from runtime.sessions.transfers import session_activity
@@ -162,7 +164,13 @@ def as_program_errors() -> Iterator[None]:
 class Programs:
     """Exec and files for programs in the sessions of `manager`."""
 
-    def __init__(self, config: Config, manager: SessionManager, slots: TransferSlots) -> None:
+    def __init__(
+        self,
+        config: Config,
+        manager: SessionManager,
+        slots: TransferSlots,
+        running: RunningExecs,
+    ) -> None:
         self._config = config
         self._manager = manager
         # A file read or write holds a window of chunks in the daemon: it
@@ -171,6 +179,8 @@ class Programs:
         # (tenant, session, exec_id) of the execs running under a client's
         # exec_id: a retried start of one is refused, never run twice.
         self._exec_ids: set[tuple[str, str, str]] = set()
+        # Execs running, by session and tenant: bounded by their shares.
+        self._running = running
 
     @contextlib.asynccontextmanager
     async def _session(
@@ -283,7 +293,8 @@ class Programs:
             )
             raise refused(msg)
         ceiling = self._config.exec_output_cap_bytes
-        with self._running_as(tenant, spec):
+        # Refused past its shares before it spends a call of the session.
+        with self._running_as(tenant, spec), self._running.hold(tenant, spec.session_id):
             async with self._session(tenant, spec.session_id, spec.user) as (session, who):
                 events = session.sandbox.agent.spawn(
                     self.spawn_request(spec, session, who, cwd, ceiling), argv, inputs

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import report, shares
+from bench import programs, report, shares
 from bench.run import NAMES
 from bench.stats import Sample
 
@@ -172,3 +172,21 @@ def test_an_attacker_that_ends_without_its_report_is_not_waited_for() -> None:
     out.put({"ok": 2})
     out.put("done")
     assert shares._collect(out, _Ended(), plan) == {"ok": 2}
+
+
+def test_the_programs_rows_are_each_rpc_over_its_baseline_reported() -> None:
+    s = {key: _sample(label, 10) for key, label in programs.LABELS.items()}
+    s["prog_exec"] = _sample("toolrt Exec true", 3)
+    s["prog_shell"] = _sample("toolrt Execute shell true", 4)
+    s["read_big"] = _sample("toolrt ReadFile 100 MiB", 5)
+    found = report.reported(s, programs.PAIRS)
+    assert [(c.what, c.value, c.met) for c in found] == [
+        ("prog_exec / prog_shell (p50)", 0.75, None),
+        ("write_big / upload_big (p50)", 1.0, None),
+        ("write_big / put_big (p50)", 1.0, None),
+        ("read_big / download_big (p50)", 0.5, None),
+        ("read_big / get_big (p50)", 0.5, None),
+    ]
+    table = "\n".join(programs.section(s, "Measured today."))
+    assert "| Exec true / Execute shell true (p50) | 0.75 | reported | n/a |" in table
+    assert "| ReadFile 100 MiB / get_archive 100 MiB (p50) | 0.5 | reported | n/a |" in table
