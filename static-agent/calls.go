@@ -317,9 +317,17 @@ func kill(call *Call, exit chan syscall.WaitStatus, out outcome, reason string) 
 		stopAndKill(call.group, call.pid)
 		out.status = <-exit
 	}
+	// Answer once the killed processes are gone (reaped), as the Python
+	// agent does: a caller that looks right after the answer finds none.
+	// A process the kernel holds (uninterruptible I/O) does not hold the
+	// answer for longer than treeGoneWait.
+	waitFor(func() bool { return present(call.group) == 0 }, treeGoneWait)
 	out.exited = true
 	return out
 }
+
+// treeGoneWait bounds how long a killed call's answer waits for its tree.
+const treeGoneWait = 5 * time.Second
 
 func seconds(s float64) time.Duration {
 	if s <= 0 || s > 1e7 {

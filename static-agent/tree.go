@@ -46,11 +46,24 @@ func members(group uint32) []int {
 	want := []byte(strconv.FormatUint(uint64(group), 10))
 	var found []int
 	forEachStatus(func(pid int, status []byte) {
-		if inGroup(status, want) {
+		if member, zombie := inGroup(status, want); member && !zombie {
 			found = append(found, pid)
 		}
 	})
 	return found
+}
+
+// present counts the processes of `group`, zombies the agent has not yet
+// reaped included: a killed tree is gone only at 0 (tracker.count).
+func present(group uint32) int {
+	want := []byte(strconv.FormatUint(uint64(group), 10))
+	n := 0
+	forEachStatus(func(pid int, status []byte) {
+		if member, _ := inGroup(status, want); member {
+			n++
+		}
+	})
+	return n
 }
 
 // forEachStatus calls fn with each process's /proc/PID/status.
@@ -86,9 +99,9 @@ func groupsOf(status []byte) []uint32 {
 	return groups
 }
 
-func inGroup(status, group []byte) bool {
+// inGroup: whether a status names `group`, and whether it is a zombie's.
+func inGroup(status, group []byte) (member, zombie bool) {
 	scanner := bufio.NewScanner(bytes.NewReader(status))
-	zombie, member := false, false
 	for scanner.Scan() {
 		line := scanner.Bytes()
 		if value, ok := cutPrefix(line, []byte("State:")); ok {
@@ -103,7 +116,7 @@ func inGroup(status, group []byte) bool {
 			}
 		}
 	}
-	return member && !zombie
+	return member, zombie
 }
 
 // stopAndKill stops every process of `group` (and `also`), then kills them
