@@ -168,10 +168,12 @@ func clipChars(s string, n int) string {
 // detach answers the call now with its handle and what it captured so far;
 // from then on its output goes to the handle's ring.
 func (a *Agent) detach(call *Call, run *run, started time.Time, idle bool, out outcome) *proc {
+	// Adopted before it leaves the call table: its group is always in one
+	// of the two, or a stop_leftovers would take it for a leftover.
+	p := a.procs.adopt(call, started, out.exited, out.status)
 	a.mu.Lock()
 	delete(a.calls, call.id)
 	a.mu.Unlock()
-	p := a.procs.adopt(call, started, out.exited, out.status)
 	if out.gone {
 		a.ended(p, nil, true)
 	}

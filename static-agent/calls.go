@@ -150,11 +150,15 @@ func (a *Agent) exec(id, epoch int64, request *protocol.Exec, stdin []byte) {
 	a.mu.Lock()
 	a.calls[id] = call
 	a.mu.Unlock()
-	defer func() {
+	// A call leaves the table before its answer is sent: the daemon may act
+	// on the answer at once (a restore's stop_leftovers), and a call still in
+	// the table keeps its processes from being stopped.
+	forget := func() {
 		a.mu.Lock()
 		delete(a.calls, id)
 		a.mu.Unlock()
-	}()
+	}
+	defer forget()
 	run.stdout.start(a, call)
 	if run.stderr != run.stdout {
 		run.stderr.start(a, call)
@@ -164,6 +168,7 @@ func (a *Agent) exec(id, epoch int64, request *protocol.Exec, stdin []byte) {
 		_ = run.stdin.Close()
 	}
 	if failure := run.spawnFailure(request.Cwd); failure != nil {
+		forget()
 		a.answerCall(id, epoch, request, failure, nil)
 		return
 	}
@@ -213,6 +218,7 @@ func (a *Agent) exec(id, epoch int64, request *protocol.Exec, stdin []byte) {
 		result.Stderr = run.stderr.capture.finish(&body)
 	}
 	result.DurationMS = time.Since(started).Milliseconds()
+	forget()
 	a.answerCall(id, epoch, request, &result, body.Bytes())
 }
 
