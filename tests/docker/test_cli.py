@@ -35,15 +35,28 @@ def run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]
 
 @contextlib.contextmanager
 def spawn(*args: str) -> Iterator[subprocess.Popen[str]]:
-    """`toolrt ARGS` as a child with piped output; killed and reaped after."""
+    """`toolrt ARGS` as a child with piped output; killed and reaped after.
+    It dumps every thread's stack on SIGABRT (see `exits_within`)."""
+    env = {**os.environ, "PYTHONFAULTHANDLER": "1"}
     with subprocess.Popen(
-        toolrt(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        toolrt(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
     ) as proc:
         try:
             yield proc
         finally:
             if proc.poll() is None:
                 proc.kill()
+
+
+def exits_within(proc: subprocess.Popen[str], seconds: float) -> int:
+    """The child's exit code; a child still running by then fails the test
+    with the stacks of all its threads (where it hangs, not only that it does)."""
+    try:
+        return proc.wait(seconds)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGABRT)
+        _, stderr = proc.communicate(timeout=30)
+        pytest.fail(f"still running after {seconds} s; its threads:\n{stderr}")
 
 
 class Lines:
@@ -104,7 +117,7 @@ def test_run_interrupted_removes_its_session(daemon, client, sig):
     with spawn("run", "--target", daemon.target, "--", "echo started; sleep 60") as proc:
         assert Lines(proc).next() == "started\n"
         proc.send_signal(sig)
-        assert proc.wait(30) == 130
+        assert exits_within(proc, 60) == 130
     wait_for(lambda: client.list_sessions() == [])
 
 
