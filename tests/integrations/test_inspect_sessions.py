@@ -1,7 +1,8 @@
 """The sessions of `toolrt` inspect sandboxes: one per named environment of
 a sample, labelled, closed by the sample's (an interrupted one's too), the
-task's and the command line's cleanups, and a cancelled exec's command stopped (here, not beside test_inspect's shared session, which the
-command line's cleanup of everything would close)."""
+task's and the command line's cleanups, and a cancelled exec's command
+stopped (here, not beside test_inspect's shared session, which the command
+line's cleanup of everything would close)."""
 
 from __future__ import annotations
 
