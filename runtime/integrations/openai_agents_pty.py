@@ -7,6 +7,8 @@ terminal: a task pumps its events into a queue, and the SDK's own
 program's end, as it does for its Docker client. A program left running past
 the turn keeps running until written to again, its `timeout_s` (the session's
 `call_timeout_s` unless given) or the session's stop, which ends them all.
+A start or write whose caller is cancelled (the harness cancelled its run)
+stops the program it was waiting on.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -137,18 +141,20 @@ class Terminals:
             fields["timeout_s"] = timeout
         process = _Process(stream=client.exec_stream(session_id, argv, **fields), tty=tty)
         process.pump = asyncio.create_task(process.run_pump())
-        # Refusals (a user not allowed, a closed session) come before "started".
-        await process.settled.wait()
-        if not process.started and process.error is not None:
-            raise transport_error(argv, process.error) from process.error
-        async with self._lock:
-            process_id = allocate_pty_process_id(set(self._processes))
-            pruned = self._pop_least_used() if len(self._processes) >= PTY_PROCESSES_MAX else None
-            self._processes[process_id] = process
-        if pruned is not None:
-            await pruned.terminate()
         wait_ms = START_YIELD_MS if yield_time_s is None else int(yield_time_s * 1000)
-        update = await process.collect(clamp_pty_yield_time_ms(wait_ms), max_output_tokens)
+        async with self._stopped_if_cancelled(process):
+            # Refusals (a user not allowed, a closed session) come before "started".
+            await process.settled.wait()
+            if not process.started and process.error is not None:
+                raise transport_error(argv, process.error) from process.error
+            async with self._lock:
+                process_id = allocate_pty_process_id(set(self._processes))
+                full = len(self._processes) >= PTY_PROCESSES_MAX
+                pruned = self._pop_least_used() if full else None
+                self._processes[process_id] = process
+            if pruned is not None:
+                await pruned.terminate()
+            update = await process.collect(clamp_pty_yield_time_ms(wait_ms), max_output_tokens)
         return await self._finish(process_id, process, update)
 
     async def write(
@@ -169,8 +175,24 @@ class Terminals:
                 await process.stream.write(chars.encode())
         wait_ms = WRITE_YIELD_MS if yield_time_s is None else int(yield_time_s * 1000)
         yield_ms = resolve_pty_write_yield_time_ms(yield_time_ms=wait_ms, input_empty=not chars)
-        update = await process.collect(yield_ms, max_output_tokens)
+        async with self._stopped_if_cancelled(process):
+            update = await process.collect(yield_ms, max_output_tokens)
         return await self._finish(process_id, process, update)
+
+    @asynccontextmanager
+    async def _stopped_if_cancelled(self, process: _Process) -> AsyncIterator[None]:
+        """A harness that cancels its run while waiting on a program stops it:
+        a session passed in to the runner outlives the run, and the program
+        must not (a session the runner created is stopped anyway)."""
+        try:
+            yield
+        except asyncio.CancelledError:
+            async with self._lock:
+                for process_id, known in list(self._processes.items()):
+                    if known is process:
+                        del self._processes[process_id]
+            await process.terminate()
+            raise
 
     async def terminate_all(self) -> None:
         async with self._lock:

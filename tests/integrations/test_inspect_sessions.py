@@ -1,9 +1,12 @@
 """The sessions of `toolrt` inspect sandboxes: one per named environment of
-a sample, labelled, closed by the sample's, the task's and the command
-line's cleanups (here, not beside test_inspect's shared session, which the
-command line's cleanup of everything would close)."""
+a sample, labelled, closed by the sample's (an interrupted one's too), the
+task's and the command line's cleanups, and a cancelled exec's command
+stopped (here, not beside test_inspect's shared session, which the command
+line's cleanup of everything would close)."""
 
 from __future__ import annotations
+
+import asyncio
 
 import pytest
 from inspect_ai.util import SandboxEnvironment
@@ -54,3 +57,23 @@ async def test_the_cleanups_close_what_samples_left(client: Client) -> None:
     finally:
         for task, environments in samples.items():
             await Toolrt.sample_cleanup(task, None, environments, True)
+
+
+async def test_a_cancelled_exec_stops_its_command_and_an_interrupted_sample_is_closed(
+    client: Client,
+) -> None:
+    environments = await Toolrt.sample_init("interrupted", None, {})
+    sandbox = environments["default"]
+    try:
+        running = asyncio.create_task(sandbox.exec(["sh", "-c", "touch started; exec sleep 300"]))
+        while not (await sandbox.exec(["test", "-e", "started"])).success:
+            await asyncio.sleep(0.05)
+        running.cancel()  # as inspect cancels a sample's task
+        with pytest.raises(asyncio.CancelledError):
+            await running
+        processes = await sandbox.exec(["ps", "-eo", "args"])
+        assert "sleep 300" not in processes.stdout
+    finally:
+        await Toolrt.sample_cleanup("interrupted", None, environments, interrupted=True)
+    left = [s.id for s in client.list_sessions() if s.labels.get("inspect.task") == "interrupted"]
+    assert not set(left) & open_ids(client)

@@ -1,9 +1,11 @@
 """The OpenAI Agents SDK's own `Runner` driving a `SandboxAgent` (model
 scripted with the SDK's `ScriptedModel`) in toolrt sessions, and the client's
-lifecycle: resume after the harness process restarts, hydrate, delete."""
+lifecycle: resume after the harness process restarts, hydrate, delete, and
+a cancelled run's command stopped."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import re
@@ -149,6 +151,55 @@ async def main():
 
 asyncio.run(main())
 """
+
+
+# Through the terminal path (the session supports PTY), waiting far past the cancel.
+SLEEPER = {"cmd": "touch /tmp/started; sleep 300", "yield_time_ms": 30_000}
+
+
+def sleeper_started(client: Client) -> bool:
+    sessions = harness_sessions(client, HARNESS)
+    return any(client.stat(s, "/tmp/started").exists for s in sessions)
+
+
+async def cancel_while_sleeping(client: Client, sandbox: SandboxRunConfig) -> None:
+    """A run whose model's `exec_command` sleeps, cancelled once the command has started."""
+    model = ScriptedModel(
+        [[function_call("exec_command", SLEEPER, call_id="s1")], [assistant_message("woke")]]
+    )
+    agent = SandboxAgent(name="sleeper", instructions="Sleep.", model=model)
+    run = asyncio.create_task(
+        Runner.run(agent, "Sleep a while", run_config=RunConfig(sandbox=sandbox))
+    )
+    while not run.done() and not sleeper_started(client):
+        await asyncio.sleep(0.05)
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+
+
+async def test_a_cancelled_run_closes_the_session_it_created(
+    client: Client, sdk_state_in: Path
+) -> None:
+    options = ToolrtSandboxClientOptions()
+    await cancel_while_sleeping(
+        client, SandboxRunConfig(client=ToolrtSandboxClient(), options=options)
+    )
+    assert harness_sessions(client, HARNESS) == []
+
+
+async def test_a_cancelled_run_stops_its_command_in_a_session_passed_in(client: Client) -> None:
+    sandbox = ToolrtSandboxClient()
+    session = await sandbox.create(options=ToolrtSandboxClientOptions())
+    try:
+        await session.start()
+        await cancel_while_sleeping(client, SandboxRunConfig(session=session))
+        # The session stays open and usable; the command the run started is gone.
+        assert harness_sessions(client, HARNESS) == [session.state.toolrt_session_id]
+        processes = await session.exec("ps -eo args")
+        assert processes.exit_code == 0 and b"sleep 300" not in processes.stdout
+    finally:
+        await sandbox.delete(session)
 
 
 async def test_a_new_harness_process_resumes_the_session_by_its_state(client: Client) -> None:
