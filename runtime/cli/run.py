@@ -117,9 +117,12 @@ def _run(args: argparse.Namespace) -> int:
     if args.timeout:
         # The session's per-call ceiling must let the command run that long.
         fields.setdefault("limits", {})["call_timeout_s"] = args.timeout
-    previous: Callable[[int, FrameType | None], Any] | int | None = signal.signal(
+    previous_term: Callable[[int, FrameType | None], Any] | int | None = signal.signal(
         signal.SIGTERM, _terminate
     )
+    # Also when started with SIGINT ignored (a background job of a script
+    # inherits that): an INT sent to it still removes the session.
+    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         with connect(args) as client:
             session = client.create_session(**fields)
@@ -136,7 +139,8 @@ def _run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGTERM, previous_term)
+        signal.signal(signal.SIGINT, previous_int)
 
 
 def _command_options(parser: argparse.ArgumentParser) -> None:

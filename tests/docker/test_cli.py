@@ -33,13 +33,23 @@ def run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]
     )
 
 
+def ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 @contextlib.contextmanager
-def spawn(*args: str) -> Iterator[subprocess.Popen[str]]:
+def spawn(*args: str, sigint_ignored: bool = False) -> Iterator[subprocess.Popen[str]]:
     """`toolrt ARGS` as a child with piped output; killed and reaped after.
-    It dumps every thread's stack on SIGABRT (see `exits_within`)."""
+    It dumps every thread's stack on SIGABRT (see `exits_within`). With
+    `sigint_ignored` it starts as a script's background job does."""
     env = {**os.environ, "PYTHONFAULTHANDLER": "1"}
     with subprocess.Popen(
-        toolrt(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        toolrt(*args),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        preexec_fn=ignore_sigint if sigint_ignored else None,  # noqa: PLW1509 - one call, one thread
     ) as proc:
         try:
             yield proc
@@ -113,8 +123,12 @@ def test_run_against_no_daemon_is_125():
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_run_interrupted_removes_its_session(daemon, client, sig):
-    with spawn("run", "--target", daemon.target, "--", "echo started; sleep 60") as proc:
+@pytest.mark.parametrize("sigint_ignored", [False, True])
+def test_run_interrupted_removes_its_session(daemon, client, sig, sigint_ignored):
+    """Also when it started with SIGINT ignored (a background job of a
+    script): it was then deaf to INT and its session outlived it."""
+    command = ("run", "--target", daemon.target, "--", "echo started; sleep 60")
+    with spawn(*command, sigint_ignored=sigint_ignored) as proc:
         assert Lines(proc).next() == "started\n"
         proc.send_signal(sig)
         assert exits_within(proc, 60) == 130
