@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 ENGINE_STAMP := .engine-ok
 
-.PHONY: help venv proto proto-check typescript-proto typescript-proto-check typescript-bench lint-typescript test-typescript floors engine helper go agent test-agent fuzz-agent agent-proto-check image daemon-image run test test-runsc test-gvisor test-fast fuzz chaos lint bench clean
+.PHONY: help venv proto proto-check typescript-proto typescript-proto-check typescript-bench lint-typescript test-typescript floors engine helper go agent test-agent fuzz-agent agent-proto-check image daemon-image run test test-static-agent test-runsc test-gvisor test-fast fuzz chaos lint bench clean
 
 help: ## list targets
 	@grep -hE '^[a-zA-Z0-9_.-]+:([^=].*)?## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -92,8 +92,14 @@ daemon-image: image ## the daemon's own container image (toolrt-daemon), offline
 run: image ## start the daemon in the foreground on 127.0.0.1:50051
 	$(VENV)/bin/toolrt serve $(ARGS)
 
-test: image agent ## the whole suite against the real Docker engine (the long chaos cases: make chaos)
-	$(PY) -m pytest -m "not chaos" $(PYTEST_ARGS)
+test: image agent ## the whole suite against the real Docker engine (the long chaos cases: make chaos; the static agent's reruns: make test-static-agent)
+	$(PY) -m pytest -m "not chaos and not static_agent" $(PYTEST_ARGS)
+
+# The Python agent's Docker checks rerun on the static (Go) agent, on the
+# default image and a BusyBox-only one (a few minutes): their own target so
+# that make test stays within its budget; CI runs both.
+test-static-agent: image agent ## the static agent's Docker suite (its reruns of the Python agent's checks)
+	$(PY) -m pytest -m "static_agent and not chaos" $(PYTEST_ARGS)
 
 # The Docker suite again with every sandbox under gVisor (TOOLRT_TEST_RUNTIME=runsc;
 # tests marked runc_only are skipped there, with their reason, and a few accept

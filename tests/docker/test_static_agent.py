@@ -28,7 +28,7 @@ from tests.docker import test_shell_semantics as semantics
 from tests.docker import test_transfer_streams as transfers
 from tests.helpers import run_check, user_processes
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.static_agent]
 
 AGENT_DIR = Path(__file__).resolve().parents[2] / "runtime" / "agent"
 BUSYBOX = "/bin/busybox"

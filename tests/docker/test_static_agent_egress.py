@@ -13,7 +13,7 @@ from tests.docker import test_egress as egress
 from tests.egress_upstreams import Upstreams, upstreams
 from tests.helpers import run_check
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.static_agent]
 
 CHECKS = {
     name: getattr(egress, f"test_{name}")

@@ -12,7 +12,7 @@ import pytest
 from tests.docker import test_fuzz_programs as fuzz_programs
 from tests.fuzzing import watched
 
-pytestmark = [pytest.mark.docker, pytest.mark.fuzz]
+pytestmark = [pytest.mark.docker, pytest.mark.fuzz, pytest.mark.static_agent]
 
 
 @pytest.fixture

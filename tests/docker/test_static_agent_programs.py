@@ -16,7 +16,7 @@ from tests.docker import test_programs_files as program_files
 from tests.docker import test_python_tool as python_tool
 from tests.helpers import cases_of, run_check
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.static_agent]
 
 CHECKS = [
     programs.test_64_mib_of_binary_stdin_round_trips_through_sha256sum,

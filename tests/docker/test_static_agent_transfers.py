@@ -21,7 +21,7 @@ from tests.docker import test_transfer_streams as streams
 from tests.docker import test_workspace_transfer as transfer
 from tests.helpers import cases_of, make_tar, run_check
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.static_agent]
 
 CHECKS = [
     stalls.test_a_decompression_bomb_is_refused_early_and_the_session_keeps_answering,
