@@ -50,7 +50,10 @@ MAX_BODY = 256 << 20
 #    stop_leftovers operation (a restore stops every process but the agent),
 #    Archive.redact (a snapshot's capture is checked for secrets, not
 #    rewritten). An older agent would ignore the new fields silently.
-VERSION = 5
+# 6: programs (Spawn with tty, size and user; Resize; stat/read_path/
+#    write_path as a user), the python tool's interpreter, process_input.
+#    A session whose agent speaks 5 is refused at re-adoption with the reason.
+VERSION = 6
 
 # Error codes the agent answers with (`Failure.code`); the daemon maps them
 # to its tool failures in runtime/sandbox/agent_client.py.

@@ -5,7 +5,7 @@ package protocol
 import "encoding/json"
 
 const (
-	Version          = 5
+	Version          = 6
 	MaxHeader        = 1048576
 	MaxBody          = 268435456
 	NotFound         = "NOT_FOUND"
@@ -40,7 +40,7 @@ type Hello struct {
 // NewHello is a Hello with protocol.py's defaults.
 func NewHello() Hello {
 	return Hello{
-		Version: 5,
+		Version: 6,
 	}
 }
 
@@ -1186,7 +1186,7 @@ type HelloReply struct {
 // NewHelloReply is a HelloReply with protocol.py's defaults.
 func NewHelloReply() HelloReply {
 	return HelloReply{
-		Version: 5,
+		Version: 6,
 		Python:  "",
 		Pid:     0,
 		Running: []string{},
