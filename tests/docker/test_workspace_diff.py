@@ -126,6 +126,9 @@ class PeakRss:
         self.peak = max(self.peak, self.process.memory_info().rss)
 
 
+# Making 160 MiB of files under gVisor takes minutes on two shared cores
+# (the shell call itself may take 300 s): more than pytest's 120 s default.
+@pytest.mark.timeout(600)
 def test_a_batch_of_diffs_of_a_big_workspace_keeps_the_daemon_small(client):
     # 1,200 text files of ~135 KiB (small enough to diff each): 160 MiB.
     make = "for i in $(seq 1200); do head -c 100000 /dev/urandom | base64 > f$i.txt; done"
