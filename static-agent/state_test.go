@@ -43,3 +43,22 @@ func TestABrokenExportListingKeepsNothing(t *testing.T) {
 		t.Error("two listings were taken")
 	}
 }
+
+// Whatever a shell (or a process pretending to be one) prints, parsing it
+// ends with entries or an error, never a panic.
+func FuzzExportListing(f *testing.F) {
+	f.Add(busyboxExports)
+	f.Add("export A='")
+	f.Add("export A=\"\\")
+	f.Add("export A=\\")
+	f.Fuzz(func(t *testing.T, listing string) {
+		entries, err := exportEntries(listing)
+		if err == nil {
+			for _, entry := range entries {
+				if len(entry) == 0 || entry[0] == '=' {
+					t.Fatalf("an entry without a name: %q", entry)
+				}
+			}
+		}
+	})
+}
