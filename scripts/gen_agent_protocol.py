@@ -50,6 +50,8 @@ CONSTANTS = (
     "FILE_OP_SECONDS",
     "CHUNK_BYTES",
     "WINDOW_CHUNKS",
+    "TTY_ROWS",
+    "TTY_COLS",
 )
 
 

@@ -736,6 +736,7 @@ REQUESTS: Tuple[Type[Message], ...] = (
     Cancel,
     ProcessList,
     ProcessOutput,
+    ProcessInput,
     ProcessKill,
     StopLeftovers,
     Resolve,
@@ -760,6 +761,7 @@ REPLIES: Tuple[Type[Message], ...] = (
     Cancelled,
     ProcessListReply,
     ProcessReply,
+    InputWritten,
     LeftoversStopped,
     Resolved,
     ReadReply,
@@ -773,7 +775,15 @@ REPLIES: Tuple[Type[Message], ...] = (
 )
 # Frames of a running request before its reply; a transfer's chunks and
 # credits go both ways, as do a Spawn's (stdin and signals in, output out).
-EVENTS: Tuple[Type[Message], ...] = (Output, ArchiveChunk, Credit, Spawned, Stdin, Signal)
+EVENTS: Tuple[Type[Message], ...] = (
+    Output,
+    ArchiveChunk,
+    Credit,
+    Spawned,
+    Stdin,
+    Signal,
+    Resize,
+)
 BY_OP: Dict[str, Type[Message]] = {m.OP: m for m in REQUESTS + REPLIES + EVENTS}
 
 M = TypeVar("M", bound=Message)

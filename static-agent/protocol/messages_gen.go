@@ -30,6 +30,8 @@ const (
 	FileOpSeconds    = 60.0
 	ChunkBytes       = 1048576
 	WindowChunks     = 4
+	TtyRows          = 50
+	TtyCols          = 200
 )
 
 // Hello: First request of every attach: the daemon's epoch and protocol version.
@@ -399,6 +401,37 @@ func (m *ProcessOutput) decodeFields(raw map[string]json.RawMessage) error {
 func (m *ProcessOutput) UnmarshalJSON(data []byte) error {
 	*m = NewProcessOutput()
 	return decodeObject(data, "ProcessOutput", m.decodeFields)
+}
+
+// ProcessInput: Type the body into a background process's terminal; answered with
+type ProcessInput struct {
+	ProcessID string
+}
+
+// NewProcessInput is a ProcessInput with protocol.py's defaults.
+func NewProcessInput() ProcessInput {
+	return ProcessInput{
+		ProcessID: "",
+	}
+}
+
+func (*ProcessInput) Op() string { return "process_input" }
+
+func (m *ProcessInput) encodeFields(e *encoder) {
+	e.str("process_id", m.ProcessID)
+}
+
+func (m *ProcessInput) decodeFields(raw map[string]json.RawMessage) error {
+	if err := field(raw, "process_id", &m.ProcessID, false, "ProcessInput.process_id"); err != nil {
+		return err
+	}
+	return nil
+}
+
+// UnmarshalJSON: absent fields keep their defaults, as protocol.from_dict.
+func (m *ProcessInput) UnmarshalJSON(data []byte) error {
+	*m = NewProcessInput()
+	return decodeObject(data, "ProcessInput", m.decodeFields)
 }
 
 type ProcessKill struct {
@@ -1590,6 +1623,36 @@ func (m *ProcessReply) UnmarshalJSON(data []byte) error {
 	return decodeObject(data, "ProcessReply", m.decodeFields)
 }
 
+type InputWritten struct {
+	Written int64
+}
+
+// NewInputWritten is a InputWritten with protocol.py's defaults.
+func NewInputWritten() InputWritten {
+	return InputWritten{
+		Written: 0,
+	}
+}
+
+func (*InputWritten) Op() string { return "input_written" }
+
+func (m *InputWritten) encodeFields(e *encoder) {
+	e.int("written", m.Written)
+}
+
+func (m *InputWritten) decodeFields(raw map[string]json.RawMessage) error {
+	if err := field(raw, "written", &m.Written, false, "InputWritten.written"); err != nil {
+		return err
+	}
+	return nil
+}
+
+// UnmarshalJSON: absent fields keep their defaults, as protocol.from_dict.
+func (m *InputWritten) UnmarshalJSON(data []byte) error {
+	*m = NewInputWritten()
+	return decodeObject(data, "InputWritten", m.decodeFields)
+}
+
 type LeftoversStopped struct {
 	Processes int64
 }
@@ -2254,6 +2317,43 @@ func (m *Signal) UnmarshalJSON(data []byte) error {
 	return decodeObject(data, "Signal", m.decodeFields)
 }
 
+// Resize: A running Spawn's terminal is now rows x cols (its foreground
+type Resize struct {
+	Rows int64
+	Cols int64
+}
+
+// NewResize is a Resize with protocol.py's defaults.
+func NewResize() Resize {
+	return Resize{
+		Rows: 0,
+		Cols: 0,
+	}
+}
+
+func (*Resize) Op() string { return "resize" }
+
+func (m *Resize) encodeFields(e *encoder) {
+	e.int("rows", m.Rows)
+	e.int("cols", m.Cols)
+}
+
+func (m *Resize) decodeFields(raw map[string]json.RawMessage) error {
+	if err := field(raw, "rows", &m.Rows, false, "Resize.rows"); err != nil {
+		return err
+	}
+	if err := field(raw, "cols", &m.Cols, false, "Resize.cols"); err != nil {
+		return err
+	}
+	return nil
+}
+
+// UnmarshalJSON: absent fields keep their defaults, as protocol.from_dict.
+func (m *Resize) UnmarshalJSON(data []byte) error {
+	*m = NewResize()
+	return decodeObject(data, "Resize", m.decodeFields)
+}
+
 // Kinds: the message of each op, made with its defaults.
 var kinds = map[string]func() Message{
 	"hello":             func() Message { m := NewHello(); return &m },
@@ -2264,6 +2364,7 @@ var kinds = map[string]func() Message{
 	"cancel":            func() Message { m := NewCancel(); return &m },
 	"process_list":      func() Message { m := NewProcessList(); return &m },
 	"process_output":    func() Message { m := NewProcessOutput(); return &m },
+	"process_input":     func() Message { m := NewProcessInput(); return &m },
 	"process_kill":      func() Message { m := NewProcessKill(); return &m },
 	"stop_leftovers":    func() Message { m := NewStopLeftovers(); return &m },
 	"resolve":           func() Message { m := NewResolve(); return &m },
@@ -2286,6 +2387,7 @@ var kinds = map[string]func() Message{
 	"cancelled":         func() Message { m := NewCancelled(); return &m },
 	"processes":         func() Message { m := NewProcessListReply(); return &m },
 	"process":           func() Message { m := NewProcessReply(); return &m },
+	"input_written":     func() Message { m := NewInputWritten(); return &m },
 	"leftovers_stopped": func() Message { m := NewLeftoversStopped(); return &m },
 	"resolved":          func() Message { m := NewResolved(); return &m },
 	"content":           func() Message { m := NewReadReply(); return &m },
@@ -2302,13 +2404,14 @@ var kinds = map[string]func() Message{
 	"spawned":           func() Message { m := NewSpawned(); return &m },
 	"stdin":             func() Message { m := NewStdin(); return &m },
 	"signal":            func() Message { m := NewSignal(); return &m },
+	"resize":            func() Message { m := NewResize(); return &m },
 }
 
 // Requests are protocol.REQUESTS's ops.
-var Requests = []string{"hello", "ack", "ping", "secrets", "exec", "cancel", "process_list", "process_output", "process_kill", "stop_leftovers", "resolve", "read", "write", "unlink", "list", "extract", "archive", "relay_start", "spawn", "stat", "read_path", "write_path"}
+var Requests = []string{"hello", "ack", "ping", "secrets", "exec", "cancel", "process_list", "process_output", "process_input", "process_kill", "stop_leftovers", "resolve", "read", "write", "unlink", "list", "extract", "archive", "relay_start", "spawn", "stat", "read_path", "write_path"}
 
 // Replies are protocol.REPLIES's ops.
-var Replies = []string{"error", "resync", "hello_reply", "pong", "exit", "cancelled", "processes", "process", "leftovers_stopped", "resolved", "content", "written", "done", "listing", "transferred", "relay_ready", "spawn_exit", "stat_reply"}
+var Replies = []string{"error", "resync", "hello_reply", "pong", "exit", "cancelled", "processes", "process", "input_written", "leftovers_stopped", "resolved", "content", "written", "done", "listing", "transferred", "relay_ready", "spawn_exit", "stat_reply"}
 
 // Events are protocol.EVENTS's ops.
-var Events = []string{"out", "data", "credit", "spawned", "stdin", "signal"}
+var Events = []string{"out", "data", "credit", "spawned", "stdin", "signal", "resize"}
