@@ -423,9 +423,10 @@ class Config(BaseModel):
     by the image's python3) or "static" (the Go binary `make agent` builds
     beside it: any image, no python3 needed). The static agent does
     commands (foreground and background), the file operations, secrets,
-    archives, the egress relay and the exec API's programs and path
-    operations as the sandbox user (the python tool too); not yet the spare
-    shell, other users or terminals (an error says so). The daemon
+    archives, the egress relay, terminals (a program's tty, shell's tty and
+    process_input) and the exec API's programs and path operations as the
+    sandbox user (the python tool too); not yet the spare shell or other
+    users (an error says so). The daemon
     refuses to start with "static" when the binary or the C launcher it
     starts commands with is missing."""
     spare_shell: bool = True

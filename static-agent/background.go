@@ -274,6 +274,7 @@ func (a *Agent) ended(p *proc, status *syscall.WaitStatus, gone bool) {
 // it) before the process reads as exited; kill requests are answered.
 func (a *Agent) finishProc(p *proc, run *run) {
 	_ = run.stdin.Close()
+	p.call.terminal.close()
 	run.stdout.wait(time.Second)
 	run.stderr.wait(time.Second)
 	a.ended(p, nil, true)
@@ -309,6 +310,7 @@ func (a *Agent) killProc(p *proc, run *run, reason string) {
 		stopAndKill(call.group, unreaped()...)
 		if !waitFor(gone, giveUpAfter) {
 			// Answered without the tree; the safety net may still see it go.
+			call.terminal.close()
 			a.answerKill(p)
 			a.keep(p, run, time.Time{})
 			return
@@ -397,6 +399,30 @@ func init() {
 		a.procs.mu.Unlock()
 		data, dropped := p.ring.read(alive)
 		a.sendProc(frame.ID, p, data, dropped, true)
+	})
+	handle("process_input", func(a *Agent, frame *protocol.Frame, m protocol.Message) {
+		p := a.findProc(frame.ID, m.(*protocol.ProcessInput).ProcessID)
+		if p == nil {
+			return
+		}
+		written, open, err := p.call.terminal.typeIn(frame.Body)
+		if !open {
+			why := "has no terminal"
+			if p.call.request.Tty {
+				why = "has ended"
+			}
+			a.fail(frame.ID, protocol.InvalidArguments, fmt.Sprintf("background process %s %s: "+
+				"type only into a running one started by shell with background: true and tty: true",
+				p.id, why))
+			return
+		}
+		if errno, ok := err.(syscall.Errno); ok {
+			a.fail(frame.ID, protocol.InvalidArguments, "its terminal is closed: "+strerror(errno))
+			return
+		}
+		reply := protocol.NewInputWritten()
+		reply.Written = int64(written)
+		a.send(&reply, frame.ID, nil)
 	})
 	handle("process_kill", func(a *Agent, frame *protocol.Frame, m protocol.Message) {
 		p := a.findProc(frame.ID, m.(*protocol.ProcessKill).ProcessID)

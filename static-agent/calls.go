@@ -88,6 +88,9 @@ type Call struct {
 	// from its output and from the exports it reports.
 	redactor *Redactor
 	output   chan struct{}
+	// Its terminal, typed into (process_input, a program's Stdin), resized
+	// and asked for its foreground; nil without one, closed at its end.
+	terminal *keyboard
 }
 
 func init() {
@@ -166,6 +169,7 @@ func (a *Agent) exec(id, epoch int64, request *protocol.Exec, stdin []byte) {
 	out := a.await(call, run.exit)
 	if !out.detach {
 		_ = run.stdin.Close()
+		call.terminal.close()
 	}
 	if failure := run.spawnFailure(request.Cwd); failure != nil {
 		forget()
@@ -370,23 +374,44 @@ func (r *Runner) start(call *Call, stdin []byte, shell string) (*run, error) {
 		err := syscall.Pipe2(p[:], syscall.O_CLOEXEC)
 		return p[0], p[1], err
 	}
-	inR, inW, err := pipe()
-	if err != nil {
-		return nil, err
-	}
-	closeAfter = append(closeAfter, inR)
-	outR, outW, err := pipe()
-	if err != nil {
-		_ = syscall.Close(inW)
-		return nil, err
-	}
-	closeAfter = append(closeAfter, outW)
-	errR, errW := outR, outW
-	if !call.request.MergeOutput {
-		if errR, errW, err = pipe(); err != nil {
+	var inR, inW, outR, outW, errR, errW int
+	var err error
+	if call.request.Tty {
+		// One terminal for all three (one stream, "stdout"): its body is
+		// typed into a copy of the master, process_input into another.
+		var master, slave int
+		if master, slave, err = openTerminal(protocol.TtyRows, protocol.TtyCols); err != nil {
 			return nil, err
 		}
-		closeAfter = append(closeAfter, errW)
+		closeAfter = append(closeAfter, slave)
+		if inW, err = dupCloexec(master); err == nil {
+			call.terminal, err = newKeyboard(master)
+		}
+		if err != nil {
+			_ = syscall.Close(master)
+			if inW >= 0 {
+				_ = syscall.Close(inW)
+			}
+			return nil, err
+		}
+		inR, outR, outW, errR, errW = slave, master, slave, master, slave
+	} else {
+		if inR, inW, err = pipe(); err != nil {
+			return nil, err
+		}
+		closeAfter = append(closeAfter, inR)
+		if outR, outW, err = pipe(); err != nil {
+			_ = syscall.Close(inW)
+			return nil, err
+		}
+		closeAfter = append(closeAfter, outW)
+		errR, errW = outR, outW
+		if !call.request.MergeOutput {
+			if errR, errW, err = pipe(); err != nil {
+				return nil, err
+			}
+			closeAfter = append(closeAfter, errW)
+		}
 	}
 	repR, repW, err := pipe()
 	if err != nil {
@@ -424,12 +449,13 @@ func (r *Runner) start(call *Call, stdin []byte, shell string) (*run, error) {
 		if state != nil {
 			_ = state.file.Close()
 		}
-		for _, fd := range []int{inW, outR, errR, repR} {
+		for _, fd := range []int{inW, outR, repR} {
 			_ = syscall.Close(fd)
 		}
-		if errR == outR {
-			_ = syscall.Close(outR)
+		if errR != outR {
+			_ = syscall.Close(errR)
 		}
+		call.terminal.close()
 		return nil, err
 	}
 	if state != nil {

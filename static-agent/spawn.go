@@ -15,7 +15,11 @@ package main
 //     cap per stream, the rest counted; past output_window events the daemon
 //     has not credited back its pipes are not read, so a slow client holds
 //     the program back rather than filling anyone's memory;
-//   - Signal events reach its process group.
+//   - Signal events reach its process group;
+//   - with tty, a pseudo-terminal (terminal.go) is its controlling terminal,
+//     stdin, stdout and stderr (one stream, "stdout"): Stdin types into it,
+//     Resize sets its window, a Signal goes to its foreground process group
+//     as a key would.
 //
 // No shell state, no kept answer: a program's only listener is the RPC that
 // started it, and a restore's stop_leftovers ends it.
@@ -100,7 +104,7 @@ func init() {
 			request:     request,
 			argv:        argv,
 			credits:     max64(1, request.OutputWindow),
-			inputClosed: !request.StdinOpen,
+			inputClosed: !request.StdinOpen && !request.Tty, // a terminal is always typed into
 			room:        [2]int64{max64(0, request.OutputCap), max64(0, request.OutputCap)},
 		}
 		p.ready = sync.NewCond(&p.mu)
@@ -119,10 +123,13 @@ func init() {
 			}
 		}
 	})
-	// A terminal's new size (the exec API's tty, when the protocol has it): a
-	// Spawn asking for a terminal is refused here, and without one the size
-	// is ignored, as the Python agent ignores it.
-	handle("resize", func(*Agent, *protocol.Frame, protocol.Message) {})
+	// A terminal's new size; without a terminal it is ignored.
+	handle("resize", func(a *Agent, frame *protocol.Frame, m protocol.Message) {
+		if p := a.programOf(frame.ID); p != nil {
+			resize := m.(*protocol.Resize)
+			p.call.terminal.resize(max64(0, resize.Rows), max64(0, resize.Cols))
+		}
+	})
 	handle("signal", func(a *Agent, frame *protocol.Frame, m protocol.Message) {
 		p := a.programOf(frame.ID)
 		sig, known := signalNumbers[strings.ToUpper(m.(*protocol.Signal).Signal)]
@@ -134,21 +141,25 @@ func init() {
 		if p.pid == 0 || p.ended {
 			return // not started yet, or its pid is no longer its own
 		}
-		// The launcher made it a process group's leader (setsid).
-		if syscall.Kill(-p.pid, sig) != nil {
+		// The launcher made it a process group's leader (setsid); under a
+		// terminal, whatever runs in its foreground (a shell's job).
+		group := p.call.terminal.foreground()
+		if group <= 0 {
+			group = p.pid
+		}
+		if syscall.Kill(-group, sig) != nil {
 			_ = syscall.Kill(p.pid, sig)
 		}
 	})
 }
 
 // unported says why a program request asks for what this agent does not
-// do yet: another user than the sandbox user, or a terminal. Read from the
-// frame's header, so that it holds whether or not the fields are in this
-// build's protocol (which would otherwise drop them unseen).
+// do yet: another user than the sandbox user. Read from the frame's header,
+// so that it holds whether or not the field is in this build's protocol
+// (which would otherwise drop it unseen).
 func unported(frame *protocol.Frame) string {
 	var asked struct {
-		User any  `json:"user"`
-		Tty  bool `json:"tty"`
+		User any `json:"user"`
 	}
 	_ = json.Unmarshal(frame.Header, &asked)
 	switch user := asked.User.(type) {
@@ -160,9 +171,6 @@ func unported(frame *protocol.Frame) string {
 		}
 	default:
 		return "user: the static agent runs programs as the sandbox user only"
-	}
-	if asked.Tty {
-		return "tty: the static agent has no terminals yet; run this session with agent = \"python\""
 	}
 	return ""
 }
@@ -204,6 +212,7 @@ func (a *Agent) runProgram(p *program) {
 	}()
 	answer := func(m protocol.Message) {
 		p.closeInput(a) // the credits for what it never read go first
+		p.call.terminal.close()
 		a.sendEpoch(m, call.id, call.epoch, nil)
 	}
 	oomBefore, oomKnown := oomKills()
@@ -254,7 +263,7 @@ func (a *Agent) runProgram(p *program) {
 
 // startedProgram is a launched program's descriptors and exit.
 type startedProgram struct {
-	streams [2]*stream
+	streams []*stream // stdout and stderr, or its terminal's one
 	report  *os.File
 	exit    chan syscall.WaitStatus
 }
@@ -265,7 +274,8 @@ func (s *startedProgram) closeOutput() {
 	}
 }
 
-// launchProgram starts the launcher with the program's pipes.
+// launchProgram starts the launcher with the program's pipes, or its
+// terminal.
 func (a *Agent) launchProgram(p *program) (*startedProgram, error) {
 	var ours, theirs []int
 	defer func() {
@@ -277,55 +287,86 @@ func (a *Agent) launchProgram(p *program) (*startedProgram, error) {
 		for _, fd := range ours {
 			_ = syscall.Close(fd)
 		}
+		p.call.terminal.close()
 		return nil, err
 	}
-	pipe := func() error {
+	pipe := func() (int, int, error) {
 		var fds [2]int
 		if err := syscall.Pipe2(fds[:], syscall.O_CLOEXEC); err != nil {
-			return err
+			return -1, -1, err
 		}
 		ours, theirs = append(ours, fds[0]), append(theirs, fds[1])
-		return nil
+		return fds[0], fds[1], nil
 	}
-	for i := 0; i < 3; i++ { // stdout, stderr, the launcher's report
-		if err := pipe(); err != nil {
-			return fail(err)
-		}
+	reportR, reportW, err := pipe()
+	if err != nil {
+		return fail(err)
 	}
-	var stdin int
-	if p.request.StdinOpen {
-		var fds [2]int
-		if err := syscall.Pipe2(fds[:], syscall.O_CLOEXEC); err != nil {
-			return fail(err)
-		}
-		stdin = fds[0]
-		theirs = append(theirs, fds[0])
-		ours = append(ours, fds[1])
-	} else {
-		null, err := syscall.Open(os.DevNull, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	// Read from outputs (named by names), written to input (-1: none).
+	var outputs []int
+	names := []string{"stdout", "stderr"}
+	input := -1
+	var files []uintptr
+	if p.request.Tty {
+		// One terminal for all three: read on its master, typed into on a
+		// copy of it, resized and asked for its foreground on another.
+		master, slave, err := openTerminal(p.request.Rows, p.request.Cols)
 		if err != nil {
 			return fail(err)
 		}
-		stdin = null
-		theirs = append(theirs, null)
+		ours, theirs = append(ours, master), append(theirs, slave)
+		if p.call.terminal, err = newKeyboard(master); err != nil {
+			return fail(err)
+		}
+		if input, err = dupCloexec(master); err != nil {
+			return fail(err)
+		}
+		ours = append(ours, input)
+		outputs, names = []int{master}, names[:1]
+		files = []uintptr{uintptr(slave), uintptr(slave), uintptr(slave), uintptr(reportW)}
+	} else {
+		outR, outW, err := pipe()
+		if err != nil {
+			return fail(err)
+		}
+		errR, errW, err := pipe()
+		if err != nil {
+			return fail(err)
+		}
+		var stdin int
+		if p.request.StdinOpen {
+			var fds [2]int
+			err = syscall.Pipe2(fds[:], syscall.O_CLOEXEC)
+			stdin, input = fds[0], fds[1]
+		} else {
+			stdin, err = syscall.Open(os.DevNull, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+		}
+		if err != nil {
+			return fail(err)
+		}
+		theirs = append(theirs, stdin)
+		if input >= 0 {
+			ours = append(ours, input)
+		}
+		outputs = []int{outR, errR}
+		files = []uintptr{uintptr(stdin), uintptr(outW), uintptr(errW), uintptr(reportW)}
 	}
-	files := []uintptr{uintptr(stdin), uintptr(theirs[0]), uintptr(theirs[1]), uintptr(theirs[2])}
 	exit, err := a.runner.launch(p.call, p.argv, files, nil)
 	if err != nil {
 		return fail(err)
 	}
-	started := &startedProgram{report: os.NewFile(uintptr(ours[2]), "report"), exit: exit}
-	for i, name := range []string{"stdout", "stderr"} {
-		s := newStream(ours[i], name, p.call.request, p.call.redactor)
+	started := &startedProgram{report: os.NewFile(uintptr(reportR), "report"), exit: exit}
+	for i, fd := range outputs {
+		s := newStream(fd, names[i], p.call.request, p.call.redactor)
 		s.capture = newCapture(0, 0)
-		s.forward = p.forwarder(a, i, name)
-		started.streams[i] = s
+		s.forward = p.forwarder(a, i, names[i])
+		started.streams = append(started.streams, s)
 	}
-	if p.request.StdinOpen {
+	if input >= 0 {
 		// Non-blocking, so that closing it ends a write still waiting.
-		_ = syscall.SetNonblock(ours[3], true)
+		_ = syscall.SetNonblock(input, true)
 		p.mu.Lock()
-		p.input = os.NewFile(uintptr(ours[3]), "stdin")
+		p.input = os.NewFile(uintptr(input), "stdin")
 		p.mu.Unlock()
 	}
 	return started, nil
@@ -428,7 +469,13 @@ func (p *program) writeInput(a *Agent) {
 			p.ready.Wait()
 		}
 		if p.inputClosed || len(p.pending) == 0 {
+			f, typed := p.input, p.call.terminal != nil && !p.inputClosed
 			p.mu.Unlock()
+			if typed && f != nil {
+				// A terminal has no end of input but the one typed: ^D
+				// (VEOF) ends a line-reading program's input as at a keyboard.
+				_, _ = f.Write([]byte{4})
+			}
 			p.closeInput(a)
 			return
 		}

@@ -20,7 +20,7 @@ func TestArgvIsNulTerminatedArguments(t *testing.T) {
 	}
 }
 
-// Another user or a terminal is refused, whether or not this build's
+// Another user is refused (a terminal is not), whether or not this build's
 // protocol has the fields.
 func TestOnlyTheSandboxUserWithoutATerminal(t *testing.T) {
 	for header, refused := range map[string]bool{
@@ -30,7 +30,7 @@ func TestOnlyTheSandboxUserWithoutATerminal(t *testing.T) {
 		`{"op":"spawn","id":1,"user":"1000"}`:    false,
 		`{"op":"spawn","id":1,"user":"root"}`:    true,
 		`{"op":"spawn","id":1,"user":0}`:         true,
-		`{"op":"spawn","id":1,"tty":true}`:       true,
+		`{"op":"spawn","id":1,"tty":true}`:       false,
 		`{"op":"spawn","id":1,"tty":false}`:      false,
 		`{"op":"stat","id":1,"user":"nobody"}`:   true,
 	} {

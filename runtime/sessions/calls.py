@@ -291,7 +291,6 @@ class Calls:
             stream_cap_bytes=self._config.stream_cap_bytes,
             on_output=on_output,
             shell=self._config.shell,
-            terminals=self._config.agent != "static",
             state=session.tool_state,
             allowlist=session.allowlist,
             redactor=session.redactor,

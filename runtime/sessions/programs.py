@@ -283,9 +283,6 @@ class Programs:
             if problem:
                 msg = f"environment variable {name[:60]!r}: {problem}"
                 raise refused(msg)
-        if spec.tty and self._config.agent == "static":
-            msg = 'tty: the static agent has no terminals yet (agent = "python" has)'
-            raise refused(msg)
         if not 0 <= spec.timeout_s <= NO_TIMEOUT_S or spec.output_cap_bytes < 0:
             msg = (
                 f"timeout_s {spec.timeout_s:g}, output_cap_bytes {spec.output_cap_bytes}: "

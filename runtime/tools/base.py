@@ -19,10 +19,6 @@ ArgsT = TypeVar("ArgsT", bound=BaseModel)
 Baseline = tuple[list[Any], Callable[[str], bytes]]
 
 
-# Why shell's tty and process_input are refused under the static agent.
-NO_TERMINALS = "this sandbox's agent (the static one) has no terminals: run without tty"
-
-
 @dataclass
 class ToolContext:
     """Everything a tool may use: the session's sandbox and its settings."""
@@ -39,8 +35,6 @@ class ToolContext:
     # Set by ExecuteStream: receives (stream name, raw bytes) as they arrive.
     on_output: Callable[[str, bytes], None] | None = None
     shell: ShellConfig = field(default_factory=ShellConfig)
-    # The agent opens terminals (shell's tty, process_input): the static one does not yet.
-    terminals: bool = True
     # The session's mutable per-tool state (e.g. the shell's working directory).
     state: ToolState = field(default_factory=ToolState)
     # The session's path allowlist (file tools and `cwd`).

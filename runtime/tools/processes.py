@@ -19,7 +19,7 @@ from runtime import cpu
 from runtime.agent import protocol
 from runtime.agent.redact import Redactor
 from runtime.errors import InvalidArguments
-from runtime.tools.base import NO_TERMINALS, Tool, ToolContext
+from runtime.tools.base import Tool, ToolContext
 from runtime.tools.output import render_stream
 from runtime.tools.validation import no_nul
 
@@ -136,8 +136,6 @@ async def run_input(ctx: ToolContext, args: ProcessInputArgs) -> dict[str, Any]:
     # A terminal's Enter is a carriage return: the line discipline makes it
     # the newline a program reads, where a bare "\n" would not submit a
     # line to a program that set its terminal raw (a REPL's line editor).
-    if not ctx.terminals:
-        raise InvalidArguments(NO_TERMINALS)
     data = args.text.replace("\r\n", "\n").replace("\n", "\r").encode()
     written = await ctx.agent.process_input(args.process_id, data)
     output: dict[str, Any] = {"process_id": args.process_id, "bytes_written": written}

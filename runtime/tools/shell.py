@@ -10,7 +10,7 @@ from runtime.agent import protocol, records
 from runtime.agent.redact import Redactor
 from runtime.constants import WORKSPACE
 from runtime.errors import CallTimeout, FileMissing, InvalidArguments, LimitExceeded, PathDenied
-from runtime.tools.base import NO_TERMINALS, Tool, ToolContext
+from runtime.tools.base import Tool, ToolContext
 from runtime.tools.network import NO_NETWORK_SHELL
 from runtime.tools.output import render_stream
 from runtime.tools.paths import refuse_long_path
@@ -257,8 +257,6 @@ async def run_shell(ctx: ToolContext, args: ShellArgs) -> dict[str, Any]:
     if args.tty and not args.background:
         msg = "tty: true needs background: true (then type with process_input)"
         raise InvalidArguments(msg)
-    if args.tty and not ctx.terminals:
-        raise InvalidArguments(NO_TERMINALS)
     if args.cwd is not None:
         # Anywhere the sandbox user may enter, within the kernel's limits.
         refuse_long_path(args.cwd, "cwd")

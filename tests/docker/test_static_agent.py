@@ -418,17 +418,3 @@ def run_secret_check(
     )
     with Client(daemon.target) as client, client.session(secrets=names) as session:
         run_check(check, client=client, session=session, daemon=daemon, **given)
-
-
-def test_terminals_are_refused_with_a_reason_not_run_without_one(static_client: Any) -> None:
-    # The static agent opens no terminals yet: tty is refused up front.
-    from runtime.client import ToolrtRpcError
-
-    with static_client.session() as session:
-        shell = session.shell("python3", background=True, tty=True)
-        assert shell.error_code == "INVALID_ARGUMENTS" and "no terminals" in shell.error_message
-        typed = session.call("process_input", {"process_id": "p1", "text": "x"})
-        assert typed.error_code == "INVALID_ARGUMENTS" and "no terminals" in typed.error_message
-        with pytest.raises(ToolrtRpcError) as exec_tty:
-            session.exec(["true"], tty=True)
-        assert exec_tty.value.reason == "INVALID_REQUEST"

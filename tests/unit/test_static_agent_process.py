@@ -148,7 +148,6 @@ def test_programs_as_another_user_or_on_a_terminal_are_refused(agent: AgentProce
     agent.hello(epoch=2)
     asks = {
         61: b'{"op":"spawn","id":61,"epoch":2,"user":"root"}',
-        62: b'{"op":"spawn","id":62,"epoch":2,"tty":true}',
         63: b'{"op":"stat","id":63,"epoch":2,"path":"/","user":"root"}',
     }
     for rid, header in asks.items():
