@@ -116,8 +116,9 @@ test: image agent ## the whole suite against the real Docker engine (the long ch
 
 # The Python agent's Docker checks rerun on the static (Go) agent, on the
 # default image and a BusyBox-only one (a few minutes): their own target so
-# that make test stays within its budget; CI runs both.
-test-static-agent: image agent ## the static agent's Docker suite (its reruns of the Python agent's checks)
+# that make test stays within its budget; CI runs both. With them, the
+# platform wheel installed outside the checkout serves the static agent.
+test-static-agent: image agent wheel ## the static agent's Docker suite (its reruns of the Python agent's checks, the platform wheel installed)
 	$(PY) -m pytest -m "static_agent and not chaos" $(PYTEST_ARGS)
 
 # The Docker suite again with every sandbox under gVisor (TOOLRT_TEST_RUNTIME=runsc;
@@ -133,7 +134,8 @@ test-runsc: image agent ## tests/docker with every sandbox under gVisor (runsc);
 		exit 0; \
 	fi; \
 	TOOLRT_TEST_RUNTIME=runsc $(PY) -m pytest tests/docker -m "not chaos" \
-		--ignore tests/docker/test_install.py --ignore tests/docker/test_daemon_image.py $(PYTEST_ARGS)
+		--ignore tests/docker/test_install.py --ignore tests/docker/test_daemon_image.py \
+		--ignore tests/docker/test_wheel_static_agent.py $(PYTEST_ARGS)
 
 test-gvisor: test-runsc ## the same as test-runsc
 
