@@ -69,9 +69,10 @@ agent: $(AGENT) $(HELPER) ## build the static agent (Go) beside the Python one; 
 test-agent: go ## go vet and go test of the static agent (its codec against the golden frames)
 	cd static-agent && CGO_ENABLED=0 $(GO) vet ./... && CGO_ENABLED=0 $(GO) test ./...
 
-fuzz-agent: go ## fuzz the static agent's frame decoder and its tar extraction, AGENT_FUZZTIME (default 30s) each
+fuzz-agent: go ## fuzz the static agent's frame decoder, its tar extraction and its export-listing parser, AGENT_FUZZTIME (default 30s) each
 	cd static-agent && CGO_ENABLED=0 $(GO) test ./protocol -run '^$$' -fuzz FuzzDecoder -fuzztime $(AGENT_FUZZTIME)
 	cd static-agent && CGO_ENABLED=0 $(GO) test . -run '^$$' -fuzz FuzzExtract -fuzztime $(AGENT_FUZZTIME)
+	cd static-agent && CGO_ENABLED=0 $(GO) test . -run '^$$' -fuzz FuzzExportListing -fuzztime $(AGENT_FUZZTIME)
 
 # protocol.py is the one definition of the agent's messages: the Go types and
 # the golden frames are generated from it and must be committed as generated.

@@ -192,18 +192,17 @@ func (a *Agent) exec(id, epoch int64, request *protocol.Exec, stdin []byte) {
 	result.CallID = request.CallID
 	result.Killed = reason
 	if run.state != nil && reason == "" {
-		bash := run.shell == "/bin/bash"
-		result.ShellState, result.Notes = run.state.outcome(request.ReportEnv && bash)
+		result.ShellState, result.Notes = run.state.outcome(request.ReportEnv)
 		if result.ShellState != nil && result.ShellState.Env != nil {
 			// The daemon keeps exports: references to secrets, never values.
 			var notes []string
 			result.ShellState.Env, notes = call.redactor.references(result.ShellState.Env)
 			result.Notes = append(result.Notes, notes...)
 		}
-		if request.ReportEnv && !bash {
-			result.Notes = append(result.Notes, "exports are kept across calls only under bash; "+
-				"this image's "+run.shell+" is not bash")
-		}
+	}
+	if request.ReportEnv && run.state == nil && reason == "" {
+		result.Notes = append(result.Notes, "exports are kept across calls only under bash or "+
+			"BusyBox's sh; this image's "+run.shell+" is neither")
 	}
 	code := int64(exitCode(status))
 	result.ExitCode = &code
@@ -410,7 +409,7 @@ func (r *Runner) start(call *Call, stdin []byte, shell string) (*run, error) {
 	if shell != "/bin/bash" {
 		command = call.request.Command
 		if state != nil {
-			command = wrapPosix(command, call.request.Pipefail)
+			command = wrapPosix(command, call.request.Pipefail, call.request.ReportEnv)
 		} else if call.request.Pipefail {
 			command = "set -o pipefail; " + command
 		}

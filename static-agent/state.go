@@ -5,8 +5,9 @@ package main
 // over a socket pair made per call: bash finds its end at fd stateFd, and
 // the agent reads the other with SO_PASSCRED, so the kernel names the
 // sender of every record; only the call's main process (bash itself) is
-// believed. Under BusyBox's sh (Alpine, BusyBox-only images) the directory
-// is reported too, by its builtins; exports only under bash for now.
+// believed. Under BusyBox's sh (Alpine, BusyBox-only images) the same
+// report comes from its builtins: the directory, and the exports as its
+// `export -p` prints them (shell-quoted), which the agent parses.
 
 import (
 	"bytes"
@@ -56,12 +57,17 @@ func wrapCommand(command string, report, pipefail, reportEnv bool) string {
 	return prelude + command
 }
 
-// wrapPosix is wrapCommand for BusyBox's sh: the directory only, by its
-// builtins (`command` skips functions of the same name).
-func wrapPosix(command string, pipefail bool) string {
+// wrapPosix is wrapCommand for BusyBox's sh, by its builtins (`command`
+// skips functions of the same name): the exports as one item, the text
+// `export -p` prints, between ENV-P and ENV-END.
+func wrapPosix(command string, pipefail, reportEnv bool) string {
+	env := ""
+	if reportEnv {
+		env = "command printf 'ENV-P\\0'; command export -p; command printf '\\0ENV-END\\0'; "
+	}
 	dump := fmt.Sprintf("set +eu; [ -S /dev/fd/%d ] && { "+
 		"command printf 'toolrt-state-1\\0'; command pwd -P; command printf '\\0'; "+
-		"command printf 'END\\0'; } >&%d", stateFd, stateFd)
+		"%scommand printf 'END\\0'; } >&%d", stateFd, env, stateFd)
 	prelude := "trap " + shellQuote("{ "+dump+"; } 2>/dev/null") + " EXIT; "
 	if pipefail {
 		prelude += "set -o pipefail; "
@@ -265,14 +271,24 @@ func parseReport(data []byte, withEnv bool) (*protocol.ShellReport, string, erro
 			ends++
 		}
 	}
-	if len(rest) == 0 || string(rest[0]) != "ENV" || ends > 1 {
+	if len(rest) == 0 || (string(rest[0]) != "ENV" && string(rest[0]) != "ENV-P") || ends > 1 {
 		return nil, "", errors.New("no environment section")
 	}
 	if string(rest[len(rest)-1]) != "ENV-END" {
 		return &report, "the shell could not list its exports; they were not kept", nil
 	}
+	entries := rest[1 : len(rest)-1]
+	if string(rest[0]) == "ENV-P" {
+		if len(entries) != 1 {
+			return nil, "", errors.New("the exports are not one `export -p` listing")
+		}
+		var err error
+		if entries, err = exportEntries(string(entries[0])); err != nil {
+			return nil, "", err
+		}
+	}
 	env := map[string]string{}
-	for _, item := range rest[1 : len(rest)-1] {
+	for _, item := range entries {
 		name, value, ok := bytes.Cut(item, []byte("="))
 		if !ok || len(name) == 0 {
 			return nil, "", errors.New("an environment entry without a name")
@@ -286,6 +302,84 @@ func parseReport(data []byte, withEnv bool) (*protocol.ShellReport, string, erro
 	}
 	report.Env = env
 	return &report, "", nil
+}
+
+// exportEntries turns what a POSIX shell's `export -p` printed (lines of
+// `export NAME='value'`, values quoted as the shell reads them, possibly
+// over several lines) into NAME=value entries; a name exported without a
+// value is not in the environment and is left out.
+func exportEntries(listing string) ([][]byte, error) {
+	var entries [][]byte
+	for at := 0; at < len(listing); {
+		if listing[at] == '\n' {
+			at++
+			continue
+		}
+		if !strings.HasPrefix(listing[at:], "export ") {
+			return nil, errors.New("an `export -p` line that is not an export")
+		}
+		at += len("export ")
+		end := at
+		for end < len(listing) && listing[end] != '=' && listing[end] != '\n' {
+			end++
+		}
+		name := listing[at:end]
+		if name == "" {
+			return nil, errors.New("an export without a name")
+		}
+		if end == len(listing) || listing[end] == '\n' {
+			at = end
+			continue
+		}
+		value, next, err := shellWord(listing, end+1)
+		if err != nil {
+			return nil, err
+		}
+		entries = append(entries, []byte(name+"="+value))
+		at = next
+	}
+	return entries, nil
+}
+
+// shellWord reads the shell word starting at `at` (single- and
+// double-quoted parts, backslash escapes, bare characters) up to an
+// unquoted newline or the end: its value, and where it ended.
+func shellWord(text string, at int) (string, int, error) {
+	var value strings.Builder
+	for at < len(text) && text[at] != '\n' {
+		switch text[at] {
+		case '\'':
+			end := strings.IndexByte(text[at+1:], '\'')
+			if end < 0 {
+				return "", 0, errors.New("an unterminated single quote in `export -p`")
+			}
+			value.WriteString(text[at+1 : at+1+end])
+			at += end + 2
+		case '"':
+			at++
+			for at < len(text) && text[at] != '"' {
+				if text[at] == '\\' && at+1 < len(text) && strings.IndexByte("\"\\$`\n", text[at+1]) >= 0 {
+					at++
+				}
+				value.WriteByte(text[at])
+				at++
+			}
+			if at == len(text) {
+				return "", 0, errors.New("an unterminated double quote in `export -p`")
+			}
+			at++
+		case '\\':
+			if at+1 == len(text) {
+				return "", 0, errors.New("a backslash at the end of `export -p`")
+			}
+			value.WriteByte(text[at+1])
+			at += 2
+		default:
+			value.WriteByte(text[at])
+			at++
+		}
+	}
+	return value.String(), at, nil
 }
 
 var filepathEval = filepath.EvalSymlinks

@@ -48,7 +48,8 @@ TEST_LABEL = "toolrt.test"
 # The sandbox image test daemons use: another one (a recipe being changed)
 # can be tried without retagging the default others are testing against.
 IMAGE = os.environ.get("TOOLRT_TEST_IMAGE", "toolrt-sandbox:default")
-BACKENDS = ("docker", "local", "fake")
+# "local-static": the local backend running the static agent (config `agent`).
+BACKENDS = ("docker", "local", "local-static", "fake")
 # Test daemons' state directories, one per instance, removed when the run ends.
 STATE_ROOT = tempfile.mkdtemp(prefix="toolrt-test-state-")
 atexit.register(shutil.rmtree, STATE_ROOT, True)
@@ -127,6 +128,8 @@ def backend_named(name: str, config: Config) -> SandboxBackend | None:
         raise ValueError(msg)
     if name == "local":
         return LocalBackend(config)
+    if name == "local-static":
+        return LocalBackend(config.model_copy(update={"agent": "static"}))
     if name == "fake":
         return FakeBackend()
     return None

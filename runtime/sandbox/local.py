@@ -8,7 +8,9 @@ code build it explicitly (`build_core(config, backend=LocalBackend(config))`).
 Each sandbox is `unshare --mount --pid --net --uts --ipc --fork` running
 local_root.py, which builds a private root (the host's system directories
 read-only, tmpfs /workspace and /tmp, the agent package at its usual mount
-point), chroots into it and execs the agent as PID 1 of the new namespace.
+point), chroots into it and execs the agent the config's `agent` names (the
+Python one, or the static binary the Docker backend would mount) as PID 1
+of the new namespace.
 So the agent's hard-coded /workspace, /tmp and sandbox uid never touch the
 host's real paths, even when the tests run as root. The agent speaks its
 frames over the child's stdin/stdout (no Docker headers); its stderr is
@@ -42,6 +44,7 @@ import psutil
 from runtime.config import Config
 from runtime.constants import SANDBOX_GID, SANDBOX_UID
 from runtime.errors import CallTimeout, EngineUnavailable, SandboxLost
+from runtime.sandbox.agent_dir import STATIC_AGENT, require_static_agent
 from runtime.sandbox.backend import (
     AGENT_DIR_IN_SANDBOX,
     ConnectedSandbox,
@@ -129,9 +132,18 @@ class LocalBackend(SandboxBackend):
     def __init__(self, config: Config) -> None:
         self._config = config
         self._agent_dir = prepare_agent_dir()
+        if config.agent == "static":
+            require_static_agent(self._agent_dir)
         self._python, self._extra = interpreter()
         self._live: dict[str, LocalSandbox] = {}
         self._epoch = new_epoch()
+
+    def _agent_argv(self) -> list[str]:
+        """The agent the config names, as the new root sees it (the same
+        binary or script the Docker backend runs)."""
+        if self._config.agent == "static":
+            return [f"{AGENT_DIR_IN_SANDBOX}/{STATIC_AGENT}"]
+        return [self._python, "-I", f"{AGENT_DIR_IN_SANDBOX}/main.py"]
 
     def _command(self, spec: SandboxSpec) -> list[str]:
         setup = {
@@ -143,6 +155,7 @@ class LocalBackend(SandboxBackend):
             "agent_mount": AGENT_DIR_IN_SANDBOX,
             "extra_read_only": self._extra,
             "python": self._python,
+            "argv": self._agent_argv(),
             "env": {
                 **AGENT_ENV,
                 "TOOLRT_NATIVE_SPAWN": "1" if self._config.native_spawn else "0",

@@ -134,7 +134,7 @@ def main() -> None:
         os.chroot(".")
         os.chdir("/workspace")
         drop_privileges()
-        argv = [spec["python"], "-I", f"{spec['agent_mount']}/main.py"]
+        argv = spec["argv"]
         os.execvpe(argv[0], argv, spec["env"])
     except OSError as exc:
         print(f"toolrt local sandbox: {exc}", file=sys.stderr, flush=True)

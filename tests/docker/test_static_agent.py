@@ -124,14 +124,20 @@ def test_static_agent_serves_a_busybox_only_image(static_client: Any, busybox_im
     with static_client.session(image=busybox_image) as session:
         check_the_basic_tools(session)
         # No bash in the image: commands run under its sh, which reports its
-        # directory as bash does (its exports are not kept, and it says so).
+        # directory and its exports as bash does.
         assert session.shell("echo ${BASH_VERSION-not bash}").output["stdout"] == "not bash\n"
         assert session.shell("mkdir -p /workspace/sub && cd /workspace/sub").ok
         assert session.shell("pwd").output["stdout"] == "/workspace/sub\n"
-        exported = session.shell("export K=v; exit 4", persist_env=True)
-        assert exported.output["exit_code"] == 4
-        assert "only under bash" in exported.output["note"]
-        assert session.shell("echo ${K-unset}; pwd").output["stdout"] == "unset\n/workspace/sub\n"
+        exported = session.shell(
+            'export K=v Q="it\'s \\"quoted\\"\nover two lines"; L=local; exit 4',
+            persist_env=True,
+        )
+        assert exported.output["exit_code"] == 4 and not exported.output.get("note"), exported
+        kept = session.shell('echo $K; echo "$Q"; echo ${L-unset}; pwd').output["stdout"]
+        assert kept == 'v\nit\'s "quoted"\nover two lines\nunset\n/workspace/sub\n', kept
+        unexported = session.shell("unset K; export -n Q 2>/dev/null || unset Q", persist_env=True)
+        assert unexported.ok, unexported
+        assert session.shell("echo ${K-gone} ${Q-gone}").output["stdout"] == "gone gone\n"
         started = session.shell("echo up; sleep 1; echo done; exit 5", background=True)
         assert started.output["stdout"] == "up\n", started
         done = session.call(

@@ -10,7 +10,7 @@ from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
 from runtime.client import ToolrtRpcError
 
 
-@pytest.fixture(params=["local", "fake"])
+@pytest.fixture(params=["local", "local-static", "fake"])
 def sandbox_backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 

@@ -12,7 +12,7 @@ from runtime.client import ToolrtRpcError
 from tests.helpers import make_tar
 
 
-@pytest.fixture(params=["local", "fake"])
+@pytest.fixture(params=["local", "local-static", "fake"])
 def sandbox_backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
