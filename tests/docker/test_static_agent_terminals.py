@@ -1,19 +1,26 @@
 """The Python agent's checks of terminals run unchanged on the static agent
 (`agent = "static"`): programs under a tty (the Exec RPC: size, resize,
 prompts, ^C and signals to the foreground, the timeout) and the model's
-`shell{background: true, tty: true}` driven with `process_input`. Their
-gVisor skips (runc_only) come along, per check and per case."""
+`shell{background: true, tty: true}` driven with `process_input`, and
+`toolrt run -it` / `toolrt exec -it` in tmux. Their gVisor skips
+(runc_only) come along, per check and per case."""
 
 from __future__ import annotations
 
+import inspect
+import shutil
 from typing import Any
 
 import pytest
 from _pytest.mark.structures import ParameterSet
 
 from runtime.client import Client
+from tests.docker import test_cli_terminal as cli_terminal
 from tests.docker import test_process_input as process_input
 from tests.docker import test_programs_tty as programs_tty
+
+# The CLI checks' tmux pane: a fixture, here on the static `daemon` below.
+from tests.docker.test_cli_terminal import pane  # noqa: F401
 from tests.helpers import run_check
 
 pytestmark = [pytest.mark.docker, pytest.mark.static_agent]
@@ -30,6 +37,11 @@ CHECKS = [
     process_input.test_an_interactive_shell_keeps_its_state_across_calls,
     process_input.test_a_prompt_is_answered,
     process_input.test_typing_needs_a_terminal_and_tty_needs_background,
+]
+CLI_CHECKS = [
+    cli_terminal.test_run_it_bash_is_a_terminal_of_this_size_resized_with_its_exit_code,
+    cli_terminal.test_ctrl_c_in_run_it_interrupts_the_program_in_the_sandbox,
+    cli_terminal.test_exec_it_runs_in_an_existing_session,
 ]
 
 
@@ -54,10 +66,25 @@ def cases(check: Any) -> list[Any]:
     return [pytest.param(check, {}, marks=marks, id=name)]
 
 
-@pytest.mark.parametrize(("check", "case"), [param for check in CHECKS for param in cases(check)])
+@pytest.mark.parametrize(("check", "case"), [p for check in CHECKS for p in cases(check)])
 def test_static_agent_passes_the_python_agents_terminal_checks(
     make_daemon: Any, docker_client: Any, check: Any, case: dict[str, Any]
 ) -> None:
     daemon = make_daemon(agent="static")
     with Client(daemon.target) as client, client.session() as session:
         run_check(check, session=session, docker_client=docker_client, **case)
+
+
+@pytest.fixture
+def daemon(make_daemon: Any) -> Any:
+    """The CLI checks' daemon (and their `client`'s, `pane`'s): a static one."""
+    return make_daemon(agent="static")
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (apt: tmux)")
+@pytest.mark.parametrize(("check", "case"), [p for check in CLI_CHECKS for p in cases(check)])
+def test_static_agent_passes_the_cli_terminal_checks(
+    request: pytest.FixtureRequest, check: Any, case: dict[str, Any]
+) -> None:
+    fixtures = [name for name in inspect.signature(check).parameters if name not in case]
+    run_check(check, **{name: request.getfixturevalue(name) for name in fixtures}, **case)
