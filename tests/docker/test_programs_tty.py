@@ -81,6 +81,20 @@ def test_a_prompt_is_answered_through_stdin(session):
         assert ended(events).exit_code == 7
 
 
+@pytest.mark.runc_only("gVisor's terminal takes a typed ^D for a character, not the end of input")
+def test_closing_stdin_ends_a_line_readers_input_as_a_typed_ctrl_d(session):
+    # A terminal has no end of input but the one typed: closing stdin types
+    # ^D, and `cat` ends as at a keyboard (the timeout only bounds a failure).
+    with session.exec_stream(["cat"], tty=True, timeout_s=60) as stream:
+        events = stream.events()
+        assert next(events)[0] == "started"
+        stream.write(b"hi\r")
+        printed_until(events, b"hi\r\n")
+        stream.close_stdin()
+        exit_ = ended(events)
+        assert (exit_.exit_code, exit_.timed_out) == (0, False), exit_
+
+
 @pytest.mark.parametrize(
     "interrupt",
     [

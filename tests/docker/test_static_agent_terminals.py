@@ -30,6 +30,7 @@ CHECKS = [
     programs_tty.test_the_tty_is_the_programs_controlling_terminal_in_its_foreground,
     programs_tty.test_stty_size_follows_the_size_and_each_resize,
     programs_tty.test_a_prompt_is_answered_through_stdin,
+    programs_tty.test_closing_stdin_ends_a_line_readers_input_as_a_typed_ctrl_d,
     programs_tty.test_an_interrupt_stops_the_foreground_program,
     programs_tty.test_signal_int_reaches_an_interactive_shells_foreground_job,
     programs_tty.test_a_timeout_kills_a_tree_started_under_a_tty,
