@@ -127,7 +127,10 @@ func init() {
 	handle("resize", func(a *Agent, frame *protocol.Frame, m protocol.Message) {
 		if p := a.programOf(frame.ID); p != nil {
 			resize := m.(*protocol.Resize)
-			p.call.terminal.resize(max64(0, resize.Rows), max64(0, resize.Cols))
+			p.mu.Lock()
+			keys := p.call.terminal
+			p.mu.Unlock()
+			keys.resize(max64(0, resize.Rows), max64(0, resize.Cols))
 		}
 	})
 	handle("signal", func(a *Agent, frame *protocol.Frame, m protocol.Message) {
@@ -315,9 +318,13 @@ func (a *Agent) launchProgram(p *program) (*startedProgram, error) {
 			return fail(err)
 		}
 		ours, theirs = append(ours, master), append(theirs, slave)
-		if p.call.terminal, err = newKeyboard(master); err != nil {
+		keys, err := newKeyboard(master)
+		if err != nil {
 			return fail(err)
 		}
+		p.mu.Lock() // the resize handler reads it
+		p.call.terminal = keys
+		p.mu.Unlock()
 		if input, err = dupCloexec(master); err != nil {
 			return fail(err)
 		}
