@@ -18,9 +18,6 @@ from runtime.client import Client
 from tests.docker import test_cli_terminal as cli_terminal
 from tests.docker import test_process_input as process_input
 from tests.docker import test_programs_tty as programs_tty
-
-# The CLI checks' tmux pane: a fixture, here on the static `daemon` below.
-from tests.docker.test_cli_terminal import pane  # noqa: F401
 from tests.helpers import run_check
 
 pytestmark = [pytest.mark.docker, pytest.mark.static_agent]
@@ -39,6 +36,8 @@ CHECKS = [
     process_input.test_a_prompt_is_answered,
     process_input.test_typing_needs_a_terminal_and_tty_needs_background,
 ]
+# The CLI checks' tmux pane: their fixture, here on the static `daemon` below.
+pane = cli_terminal.pane
 CLI_CHECKS = [
     cli_terminal.test_run_it_bash_is_a_terminal_of_this_size_resized_with_its_exit_code,
     cli_terminal.test_ctrl_c_in_run_it_interrupts_the_program_in_the_sandbox,
