@@ -20,19 +20,14 @@ func TestArgvIsNulTerminatedArguments(t *testing.T) {
 	}
 }
 
-// Another user or a terminal is refused, whether or not this build's
-// protocol has the fields.
-func TestOnlyTheSandboxUserWithoutATerminal(t *testing.T) {
+// A terminal is refused, whether or not this build's protocol has the
+// field; another user is not (users.go).
+func TestATerminalIsRefused(t *testing.T) {
 	for header, refused := range map[string]bool{
-		`{"op":"spawn","id":1}`:                  false,
-		`{"op":"spawn","id":1,"user":""}`:        false,
-		`{"op":"spawn","id":1,"user":"sandbox"}`: false,
-		`{"op":"spawn","id":1,"user":"1000"}`:    false,
-		`{"op":"spawn","id":1,"user":"root"}`:    true,
-		`{"op":"spawn","id":1,"user":0}`:         true,
-		`{"op":"spawn","id":1,"tty":true}`:       true,
-		`{"op":"spawn","id":1,"tty":false}`:      false,
-		`{"op":"stat","id":1,"user":"nobody"}`:   true,
+		`{"op":"spawn","id":1}`:               false,
+		`{"op":"spawn","id":1,"user":"root"}`: false,
+		`{"op":"spawn","id":1,"tty":true}`:    true,
+		`{"op":"spawn","id":1,"tty":false}`:   false,
 	} {
 		why := unported(&protocol.Frame{Header: []byte(header)})
 		if (why != "") != refused {
