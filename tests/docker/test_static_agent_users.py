@@ -26,6 +26,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.static_agent]
 CHECKS = [
     users.test_granted_users_run_programs_and_files_as_themselves,
     users.test_a_user_not_granted_is_refused_with_a_reason,
+    users.test_a_user_the_image_lacks_is_refused_by_the_sandbox_and_a_bare_uid_is_its_own_group,
     users.test_root_without_capabilities_is_root_in_name_only,
     users.test_root_granted_capabilities_gets_exactly_six,
     users.test_a_session_of_a_tenant_granted_capabilities_gives_them_to_root_only_if_asked,
