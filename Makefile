@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 ENGINE_STAMP := .engine-ok
 
-.PHONY: help venv proto proto-check typescript-proto typescript-proto-check typescript-bench lint-typescript test-typescript floors engine helper go agent test-agent fuzz-agent agent-proto-check image daemon-image run test test-static-agent test-runsc test-gvisor test-fast fuzz chaos lint bench clean
+.PHONY: help venv proto proto-check typescript-proto typescript-proto-check typescript-bench lint-typescript test-typescript floors engine helper go agent test-agent fuzz-agent agent-proto-check wheel image daemon-image run test test-static-agent test-runsc test-gvisor test-fast fuzz chaos lint bench clean
 
 help: ## list targets
 	@grep -hE '^[a-zA-Z0-9_.-]+:([^=].*)?## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -37,9 +37,11 @@ HELPER := runtime/agent/toolrt-spawn
 
 # The agent's per-call subreaper in C, static so it runs in any image. Optional:
 # without a compiler the agent forks itself instead (slower, same behaviour).
+# Its stamp (the source's sha256) tells the daemon it need not build it again.
 $(HELPER): runtime/agent/spawn.c
 	@if command -v gcc >/dev/null 2>&1; then \
-		gcc -O2 -Wall -Wextra -static -o $@ $< && echo "built $@"; \
+		gcc -O2 -Wall -Wextra -static -o $@ $< && echo "built $@" && \
+		sha256sum $< | cut -d' ' -f1 > $@.sha256; \
 	else \
 		echo "no gcc: the agent will use its Python spawn path (slower)"; \
 	fi
@@ -82,6 +84,23 @@ agent-proto-check: $(STAMP) go ## fail if static-agent/protocol differs from wha
 	@new=$$(git ls-files --others --exclude-standard -- static-agent/protocol static-agent/testdata); \
 	if [ -n "$$new" ]; then echo "generated but not committed: $$new"; exit 1; fi
 
+# A wheel that carries the static agent and the helper beside the Python code,
+# so hosts without Go or a C compiler can run `agent = "static"`. Both binaries
+# are linked statically (no libc, no shared library at all), so they run on any
+# Linux of the host's architecture: the manylinux2014 tag (glibc >= 2.17, which
+# they do not even need) is truthful, and py3-none says the Python code is pure. An
+# sdist or a wheel built from a clean tree (`pip wheel .`) carries neither and
+# stays py3-none-any. build/ goes first: setuptools would ship files it kept.
+WHEEL_PLATFORM ?= manylinux2014_$(shell uname -m)
+
+wheel: $(STAMP) agent ## the platform wheel (dist/toolrt-*-py3-none-manylinux2014_ARCH.whl), carrying the static agent and helper
+	@test -x $(AGENT) && test -x $(HELPER) && test -f $(HELPER).sha256 || \
+		{ echo "make wheel needs $(AGENT), $(HELPER) and its stamp (make agent; gcc)"; exit 1; }
+	rm -rf build dist/toolrt-*.whl
+	$(PY) -m pip wheel -q --no-deps -w dist \
+		--config-settings=--build-option=--plat-name=$(WHEEL_PLATFORM) .
+	@ls dist/toolrt-*-$(WHEEL_PLATFORM).whl
+
 image: $(STAMP) engine $(HELPER) ## build the default sandbox image if its recipe changed
 	$(VENV)/bin/toolrt image build
 
@@ -98,8 +117,9 @@ test: image agent ## the whole suite against the real Docker engine (the long ch
 
 # The Python agent's Docker checks rerun on the static (Go) agent, on the
 # default image and a BusyBox-only one (a few minutes): their own target so
-# that make test stays within its budget; CI runs both.
-test-static-agent: image agent ## the static agent's Docker suite (its reruns of the Python agent's checks)
+# that make test stays within its budget; CI runs both. With them, the
+# platform wheel installed outside the checkout serves the static agent.
+test-static-agent: image agent wheel ## the static agent's Docker suite (its reruns of the Python agent's checks, the platform wheel installed)
 	$(PY) -m pytest -m "static_agent and not chaos" $(PYTEST_ARGS)
 
 # The Docker suite again with every sandbox under gVisor (TOOLRT_TEST_RUNTIME=runsc;
@@ -115,7 +135,8 @@ test-runsc: image agent ## tests/docker with every sandbox under gVisor (runsc);
 		exit 0; \
 	fi; \
 	TOOLRT_TEST_RUNTIME=runsc $(PY) -m pytest tests/docker -m "not chaos" \
-		--ignore tests/docker/test_install.py --ignore tests/docker/test_daemon_image.py $(PYTEST_ARGS)
+		--ignore tests/docker/test_install.py --ignore tests/docker/test_daemon_image.py \
+		--ignore tests/docker/test_wheel_static_agent.py $(PYTEST_ARGS)
 
 test-gvisor: test-runsc ## the same as test-runsc
 

@@ -163,21 +163,32 @@ class DaemonProcess:
         shutdown: str = "close",
         config=None,
         nofile: int | None = None,
+        env: dict[str, str] | None = None,
+        cwd=None,
     ) -> None:
-        """`config`: a TOML file; `nofile`: the daemon's RLIMIT_NOFILE (soft and hard)."""
+        """`config`: a TOML file; `nofile`: the daemon's RLIMIT_NOFILE (soft and
+        hard); `env`: variables set over the daemon's environment; `cwd`: its directory."""
         self.target = f"127.0.0.1:{port}"
         self.log_path = log_path
         state_dir = state_dir or log_path.parent / "state"
-        argv, env = serve_command(instance, self.target, state_dir, shutdown)
+        argv, environment = serve_command(instance, self.target, state_dir, shutdown)
         with open(log_path, "ab") as log:
             limit = ["prlimit", f"--nofile={nofile}:{nofile}", "--"] if nofile else []
             extra = ["--config", str(config)] if config else []
             self.proc = subprocess.Popen(
-                [*limit, *argv, *extra], env=env, stdout=log, stderr=subprocess.STDOUT
+                [*limit, *argv, *extra],
+                env={**environment, **(env or {})},
+                cwd=cwd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
             )
         channel = grpc.insecure_channel(self.target)
         try:
             grpc.channel_ready_future(channel).result(timeout=30)
+        except grpc.FutureTimeoutError:
+            self.kill()  # a daemon that refused to start says why in its log
+            msg = f"toolrt serve did not answer within 30 s: {self.log()[-3000:]}"
+            raise AssertionError(msg) from None
         finally:
             channel.close()
 

@@ -7,7 +7,9 @@ its sandboxes bind-mount read-only:
   changed; files the package no longer has are removed), so the mount source
   can be a path the host and a containerised daemon share;
 - the helper (`toolrt-spawn`) is compiled there, static so it runs in any
-  image, when it is missing or older than `spawn.c` and a C compiler exists;
+  image, when it is missing or was built from another `spawn.c` (its stamp,
+  `toolrt-spawn.sha256`, holds the source's digest) and a C compiler exists;
+  a wheel built by `make wheel` ships both, so such hosts compile nothing;
   without one the agent forks its Python subreaper instead (the same
   behaviour, a few ms slower per call), as it always did;
 - it is byte-compiled in place, so no sandbox compiles the agent anew.
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import compileall
 import contextlib
+import hashlib
 import logging
 import os
 import shutil
@@ -26,10 +29,16 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from runtime.errors import ConfigurationError
+
 log = logging.getLogger(__name__)
 
 HELPER = "toolrt-spawn"
 HELPER_SOURCE = "spawn.c"
+# The sha256 of the spawn.c the helper was built from (written by `make
+# helper` and by build_helper): staleness by content, because installs (pip,
+# distribution packages) set the files' mtimes in any order.
+HELPER_STAMP = "toolrt-spawn.sha256"
 # The static agent (static-agent/, Go), built by `make agent` beside the
 # Python one; copied like it, never built here (hosts have no Go).
 STATIC_AGENT = "toolrt-agent"
@@ -59,6 +68,8 @@ def sync_agent(source: Path, target: Path) -> None:
     helper = source / HELPER
     if helper.is_file() and not _stale(source):
         wanted[HELPER] = helper
+        if (source / HELPER_STAMP).is_file():
+            wanted[HELPER_STAMP] = source / HELPER_STAMP
     if (source / STATIC_AGENT).is_file():
         wanted[STATIC_AGENT] = source / STATIC_AGENT
     for name, path in wanted.items():
@@ -71,12 +82,22 @@ def sync_agent(source: Path, target: Path) -> None:
             old.unlink()
 
 
+def _source_digest(agent_dir: Path) -> str:
+    return hashlib.sha256((agent_dir / HELPER_SOURCE).read_bytes()).hexdigest()
+
+
 def _stale(agent_dir: Path) -> bool:
-    """Whether the helper is missing or older than its source."""
-    helper, source = agent_dir / HELPER, agent_dir / HELPER_SOURCE
-    if not helper.is_file():
+    """Whether the helper is missing or its stamp names another source than
+    the spawn.c beside it (no stamp: stale)."""
+    if not (agent_dir / HELPER).is_file():
         return True
-    return source.is_file() and source.stat().st_mtime > helper.stat().st_mtime
+    if not (agent_dir / HELPER_SOURCE).is_file():
+        return False
+    try:
+        built_from = (agent_dir / HELPER_STAMP).read_text().strip()
+    except (OSError, UnicodeDecodeError):
+        return True
+    return built_from != _source_digest(agent_dir)
 
 
 def compiler() -> str:
@@ -117,6 +138,8 @@ def build_helper(agent_dir: Path) -> bool:
             return False
         try:
             _replace(agent_dir / HELPER, out.read_bytes(), 0o755)
+            # After the helper: a crash between the two leaves it stale, built again.
+            _replace(agent_dir / HELPER_STAMP, _source_digest(agent_dir).encode(), 0o644)
         except OSError as exc:
             log.warning("cannot write the native helper to %s (%s); set agent_dir", agent_dir, exc)
             return False
@@ -136,12 +159,13 @@ def prepare(source: Path, target: str = "") -> str:
 
 
 def require_static_agent(agent_dir: str) -> None:
-    """ValueError unless `agent_dir` holds the static agent and the launcher it
-    starts commands with (the config's `agent = "static"`)."""
+    """ConfigurationError unless `agent_dir` holds the static agent and the
+    launcher it starts commands with (the config's `agent = "static"`)."""
     missing = [name for name in (STATIC_AGENT, HELPER) if not (Path(agent_dir) / name).is_file()]
     if missing:
         msg = (
-            f'agent = "static" but {agent_dir} has no {" and no ".join(missing)}: build them '
-            'with `make agent` (Go and a C compiler), or set agent = "python"'
+            f'agent = "static" but {agent_dir} has no {" and no ".join(missing)}: install '
+            "the platform wheel `make wheel` builds (it carries both), or build them in a "
+            'checkout with `make agent` (Go and a C compiler), or set agent = "python"'
         )
-        raise ValueError(msg)
+        raise ConfigurationError(msg)

@@ -44,8 +44,10 @@ def test_the_wheel_carries_the_agent_the_helper_source_and_the_recipe(installed)
         assert expected in names
     recipe = {f"runtime/images/default/{p.name}" for p in RECIPE_DIR.iterdir()}
     assert recipe <= names and "runtime/images/default/Dockerfile.offline" in recipe
-    # Never a binary built on the machine that made the wheel.
-    assert not [n for n in names if n.endswith("toolrt-spawn")]
+    # From a clean tree (no `make agent`): no binary, so a pure wheel; `make
+    # wheel` builds the platform one that carries them (test_wheel_static_agent.py).
+    assert not [n for n in names if n.endswith(("toolrt-spawn", "toolrt-agent"))]
+    assert installed.name.endswith("-py3-none-any.whl")
 
 
 @pytest.mark.timeout(900)

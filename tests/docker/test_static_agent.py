@@ -5,7 +5,6 @@ offline from Debian's busybox-static (`make go` installs it)."""
 from __future__ import annotations
 
 import io
-import shutil
 import tarfile
 import uuid
 from collections.abc import Iterator
@@ -167,14 +166,6 @@ def test_the_python_tool_says_why_it_cannot_run(static_client: Any, busybox_imag
         assert missing.error_code == "NOT_FOUND", missing
         assert "image has no python3" in missing.error_message
         assert session.shell("echo still serving").output["stdout"] == "still serving\n"
-
-
-def test_the_daemon_refuses_a_static_agent_it_does_not_have(tmp_path: Path) -> None:
-    from runtime.sandbox.agent_dir import require_static_agent
-
-    shutil.copy(AGENT_DIR / HELPER, tmp_path / HELPER)
-    with pytest.raises(ValueError, match="make agent"):
-        require_static_agent(str(tmp_path))
 
 
 # The Python agent's checks of the shell state and of killing trees, run on

@@ -1,6 +1,7 @@
 """The agent's directory as sandboxes mount it: copied where `agent_dir` says,
-the native helper built from the packaged source when a compiler exists, and
-the Python spawn path otherwise."""
+the native helper built from the packaged source when a compiler exists (or
+taken as shipped, whatever the install did to mtimes), and the Python spawn
+path otherwise."""
 
 from __future__ import annotations
 
@@ -13,8 +14,16 @@ from pathlib import Path
 import pytest
 
 from runtime import agent as agent_package
+from runtime.errors import ConfigurationError
 from runtime.sandbox import agent_dir
-from runtime.sandbox.agent_dir import HELPER, HELPER_SOURCE, prepare
+from runtime.sandbox.agent_dir import (
+    HELPER,
+    HELPER_SOURCE,
+    HELPER_STAMP,
+    STATIC_AGENT,
+    prepare,
+    require_static_agent,
+)
 
 SOURCE = Path(agent_package.__file__).resolve().parent
 
@@ -42,8 +51,52 @@ def test_the_helper_is_built_static_in_the_package_directory(package):
     prepare(package)  # up to date: left alone
     assert helper.stat().st_mtime == built
     os.utime(package / HELPER_SOURCE, (built + 10, built + 10))
+    prepare(package)  # only touched: still the source it was built from
+    assert helper.stat().st_mtime == built
+    with (package / HELPER_SOURCE).open("a") as source:
+        source.write("/* changed */\n")
     prepare(package)  # the source changed: built again
     assert helper.stat().st_mtime > built
+
+
+@pytest.fixture
+def shipped(package: Path) -> Path:
+    """The package as the platform wheel installs it: the helper, its stamp and
+    the static agent beside the source, every mtime older than spawn.c's."""
+    assert (SOURCE / HELPER_STAMP).is_file(), "`make helper` builds the helper and its stamp"
+    for name in (HELPER, HELPER_STAMP, STATIC_AGENT):
+        shutil.copy2(SOURCE / name, package / name)
+        os.utime(package / name, (1, 1))
+    return package
+
+
+def test_a_shipped_helper_is_used_without_a_compiler_whatever_its_mtime(
+    shipped, tmp_path, monkeypatch, caplog
+):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    caplog.set_level("INFO", logger="runtime.sandbox.agent_dir")
+    target = tmp_path / "state" / "agent"
+    prepare(shipped, str(target))
+    assert (target / HELPER).read_bytes() == (shipped / HELPER).read_bytes()
+    assert os.access(target / HELPER, os.X_OK)
+    require_static_agent(str(target))  # agent = "static" can start
+    assert "built" not in caplog.text
+
+
+@pytest.mark.skipif(agent_dir.compiler() == "", reason="no C compiler on this host")
+def test_a_shipped_helper_is_not_built_again_where_a_compiler_exists(shipped, caplog):
+    caplog.set_level("INFO", logger="runtime.sandbox.agent_dir")
+    prepare(shipped)
+    assert (shipped / HELPER).stat().st_mtime == 1
+    assert "built the agent's native helper" not in caplog.text
+
+
+def test_a_missing_static_agent_refuses_the_start_and_says_where_to_get_it(package):
+    with pytest.raises(ConfigurationError) as refused:
+        require_static_agent(str(package))
+    message = str(refused.value)
+    assert f"has no {STATIC_AGENT} and no {HELPER}" in message
+    assert "make wheel" in message and "make agent" in message and 'agent = "python"' in message
 
 
 def test_agent_dir_gets_a_world_readable_copy_kept_in_step(package, tmp_path):

@@ -11,6 +11,7 @@ import pytest
 
 from runtime.client import Client
 from runtime.config import Config
+from runtime.errors import ConfigurationError
 from runtime.sandbox.agent_dir import STATIC_AGENT
 from runtime.sandbox.local import LocalBackend
 
@@ -35,5 +36,5 @@ def test_without_the_static_agent_the_local_backend_says_how_to_build_it(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setattr("runtime.sandbox.local.prepare_agent_dir", lambda: str(tmp_path))
-    with pytest.raises(ValueError, match="make agent"):
+    with pytest.raises(ConfigurationError, match="make agent"):
         LocalBackend(Config(agent="static"))

@@ -1,6 +1,6 @@
 """The service unit and the daemon image recipe in packaging/: their settings are
 toolrt's, their hardening is there, and the agent directory sits where the
-engine on the host can mount it from."""
+engine on the host can mount it from. The sdist is source only."""
 
 from __future__ import annotations
 
@@ -8,9 +8,12 @@ import configparser
 import re
 import shutil
 import subprocess
+import sys
+import tarfile
 from pathlib import Path
 
 from runtime.config import load_config
+from runtime.sandbox.agent_dir import HELPER, HELPER_STAMP, STATIC_AGENT
 
 PACKAGING = Path(__file__).resolve().parents[2] / "packaging"
 UNIT = PACKAGING / "toolrt.service"
@@ -83,3 +86,18 @@ def test_systemd_accepts_the_unit(tmp_path):
         if "toolrt.service" in line and "docker.service" not in line
     ]
     assert problems == [], problems
+
+
+def test_the_sdist_leaves_out_the_binaries_built_in_the_tree(tmp_path):
+    # They are for the platform wheel (`make wheel`); an sdist builds on any
+    # architecture, where the daemon compiles the helper itself.
+    root = PACKAGING.parent
+    built = [root / "runtime" / "agent" / name for name in (STATIC_AGENT, HELPER)]
+    assert all(path.is_file() for path in built), "make test-fast builds both"
+    script = "import sys; from setuptools import build_meta; build_meta.build_sdist(sys.argv[1])"
+    subprocess.run([sys.executable, "-c", script, tmp_path], cwd=root, check=True, timeout=120)
+    (sdist,) = tmp_path.glob("toolrt-*.tar.gz")
+    with tarfile.open(sdist) as archive:
+        names = {Path(name).name for name in archive.getnames()}
+    assert "spawn.c" in names and "main.py" in names
+    assert not names & {STATIC_AGENT, HELPER, HELPER_STAMP}
