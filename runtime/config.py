@@ -424,9 +424,9 @@ class Config(BaseModel):
     beside it: any image, no python3 needed). The static agent does
     commands (foreground and background), the file operations, secrets,
     archives, the egress relay, terminals (a program's tty, shell's tty and
-    process_input) and the exec API's programs and path operations as the
-    sandbox user (the python tool too); not yet the spare shell or other
-    users (an error says so). The daemon
+    process_input) and the exec API's programs and path operations, as the
+    sandbox user or a session's other users and root (the python tool too);
+    not yet the spare shell (each call starts its own). The daemon
     refuses to start with "static" when the binary or the C launcher it
     starts commands with is missing."""
     spare_shell: bool = True

@@ -43,6 +43,7 @@ CONSTANTS = (
     "FILE_EXISTS",
     "NO_SPACE",
     "INVALID_REQUEST",
+    "USER_NOT_ALLOWED",
     "WORKSPACE",
     "TMP",
     "SANDBOX_UID",

@@ -91,6 +91,9 @@ type Call struct {
 	// Its terminal, typed into (process_input, a program's Stdin), resized
 	// and asked for its foreground; nil without one, closed at its end.
 	terminal *keyboard
+	// Who it runs as: nil for the sandbox user (a command's), else a
+	// program's user (Spawn.user).
+	user *who
 }
 
 func init() {
@@ -475,7 +478,7 @@ func (r *Runner) start(call *Call, stdin []byte, shell string) (*run, error) {
 		shell: shell, exit: exit}, nil
 }
 
-// launch starts `program` through the launcher as the sandbox user, in the
+// launch starts `program` through the launcher as the call's user, in the
 // call's cwd and a new call group, with the call's environment and `files`
 // as its descriptors 0, 1, 2, 3...; what `hook` asks (if given) is done
 // once the pid is known and when the reaper takes the main process.
@@ -489,8 +492,12 @@ func (r *Runner) launch(call *Call, program []string, files []uintptr, hook *exi
 	defer r.mu.Unlock()
 	call.group = r.nextGroup
 	r.nextGroup++
+	user := sandboxUser
+	if call.user != nil {
+		user = *call.user
+	}
 	argv := append([]string{r.helper, r.filter, strconv.FormatUint(uint64(call.group), 10),
-		strconv.Itoa(protocol.SandboxUid), strconv.Itoa(protocol.SandboxGid), call.request.Cwd},
+		user.launcherUID(), strconv.Itoa(user.gid), call.request.Cwd},
 		program...)
 	pid, err := syscall.ForkExec(r.helper, argv, &syscall.ProcAttr{Env: env, Files: files})
 	if err != nil {

@@ -632,7 +632,7 @@ func init() {
 			a.send(&c, frame.ID, nil)
 		}
 		t := &transfer{budget: b, in: newInflow(request.Window, credit, b)}
-		a.runTransfer(frame.ID, t, func() (*protocol.Transferred, error) {
+		a.runTransfer(frame.ID, request, t, func() (*protocol.Transferred, error) {
 			return extract(request, t.in, b)
 		})
 	})

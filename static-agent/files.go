@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime"
 	"strings"
 	"syscall"
 
@@ -47,30 +46,6 @@ func failureOf(err error) *protocol.Failure {
 		f.Code, f.Message = protocol.Internal, err.Error()
 	}
 	return &f
-}
-
-// asSandboxUser runs fn on a thread of its own whose effective ids are the
-// sandbox user's. Raw syscalls: Go's wrappers change every thread. The
-// real and saved ids stay root's, so the thread comes back (and gets its
-// capabilities back); a thread that could not is never reused.
-func asSandboxUser(fn func() error) error {
-	runtime.LockOSThread()
-	keep := ^uintptr(0)
-	_, _, e1 := syscall.RawSyscall(syscall.SYS_SETGROUPS, 0, 0, 0)
-	_, _, e2 := syscall.RawSyscall(syscall.SYS_SETRESGID, keep, protocol.SandboxGid, keep)
-	_, _, e3 := syscall.RawSyscall(syscall.SYS_SETRESUID, keep, protocol.SandboxUid, keep)
-	var err error
-	if e1 != 0 || e2 != 0 || e3 != 0 {
-		err = failWith(protocol.Internal, "cannot switch to the sandbox user: %v", firstErrno(e1, e2, e3))
-	} else {
-		err = fn()
-	}
-	_, _, b1 := syscall.RawSyscall(syscall.SYS_SETRESUID, keep, 0, keep)
-	_, _, b2 := syscall.RawSyscall(syscall.SYS_SETRESGID, keep, 0, keep)
-	if b1 == 0 && b2 == 0 {
-		runtime.UnlockOSThread()
-	} // else the thread ends with this goroutine's operation
-	return err
 }
 
 func firstErrno(errs ...syscall.Errno) syscall.Errno {
@@ -339,13 +314,15 @@ func init() {
 
 type fileFn func(request protocol.Message, body []byte) (protocol.Message, []byte, error)
 
-// fileOp runs fn as the sandbox user on a goroutine of its own and answers.
+// fileOp runs fn as the user the request names (asRequester; the model's
+// file tools name none: the sandbox user) on a goroutine of its own and
+// answers.
 func fileOp(fn fileFn) Handler {
 	return func(a *Agent, frame *protocol.Frame, request protocol.Message) {
 		go func() {
 			var reply protocol.Message
 			var body []byte
-			err := asSandboxUser(func() (err error) {
+			err := asRequester(request, func() (err error) {
 				reply, body, err = fn(request, frame.Body)
 				return err
 			})

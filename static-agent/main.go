@@ -114,13 +114,19 @@ func privateProtocolFds() (*os.File, *os.File, error) {
 // other catchable signal a process of the sandbox may send is taken and
 // dropped: as PID 1 with a handler, the default (exit, stop) never applies.
 // Handled rather than ignored, so that commands start with the defaults.
+// The synchronous ones (SEGV, BUS, ...) too: root may send them with kill,
+// and Go's runtime crashes on one sent so that no channel takes; a real
+// fault still panics (Notify applies only to those sent).
 func (a *Agent) watchSignals() {
 	resync := make(chan os.Signal, 1)
 	signal.Notify(resync, syscall.SIGUSR1)
 	dropped := make(chan os.Signal, 16)
 	signal.Notify(dropped, syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTERM,
 		syscall.SIGUSR2, syscall.SIGPIPE, syscall.SIGALRM, syscall.SIGTSTP, syscall.SIGTTIN,
-		syscall.SIGTTOU, syscall.SIGXFSZ, syscall.SIGVTALRM, syscall.SIGPROF, syscall.SIGWINCH)
+		syscall.SIGTTOU, syscall.SIGXFSZ, syscall.SIGVTALRM, syscall.SIGPROF, syscall.SIGWINCH,
+		syscall.SIGSEGV, syscall.SIGBUS, syscall.SIGFPE, syscall.SIGILL, syscall.SIGTRAP,
+		syscall.SIGABRT, syscall.SIGSYS, syscall.SIGSTKFLT, syscall.SIGXCPU, syscall.SIGIO,
+		syscall.SIGPWR)
 	go func() {
 		for range dropped {
 		}

@@ -438,7 +438,7 @@ func init() {
 			a.send(&event, frame.ID, chunk)
 			return nil
 		}
-		a.runTransfer(frame.ID, t, func() (*protocol.Transferred, error) {
+		a.runTransfer(frame.ID, request, t, func() (*protocol.Transferred, error) {
 			return pack(request, &chunkWriter{cap: request.MaxBytes, emit: emit}, redactor, t.budget)
 		})
 	})
@@ -473,9 +473,10 @@ func (a *Agent) transferOf(id int64) *transfer {
 	return a.transfers[id]
 }
 
-// runTransfer runs fn as the sandbox user on a goroutine of its own, the
-// transfer known by request id meanwhile, and answers the request.
-func (a *Agent) runTransfer(id int64, t *transfer, fn func() (*protocol.Transferred, error)) {
+// runTransfer runs fn as the user the request names (asRequester) on a
+// goroutine of its own, the transfer known by request id meanwhile, and
+// answers the request.
+func (a *Agent) runTransfer(id int64, request protocol.Message, t *transfer, fn func() (*protocol.Transferred, error)) {
 	a.mu.Lock()
 	a.transfers[id] = t
 	a.mu.Unlock()
@@ -486,7 +487,7 @@ func (a *Agent) runTransfer(id int64, t *transfer, fn func() (*protocol.Transfer
 			a.mu.Unlock()
 		}()
 		var reply *protocol.Transferred
-		err := asSandboxUser(func() (err error) {
+		err := asRequester(request, func() (err error) {
 			reply, err = fn()
 			return err
 		})

@@ -3,17 +3,19 @@ package main
 // Files for programs: the stat, read_path and write_path operations (the
 // StatPath, ReadFile and WriteFile RPCs), as runtime/agent/program_files.py
 // does them. Unlike the model's file tools these take any path in the
-// sandbox: the sandbox user's permissions are the wall (each runs as that
-// user, asSandboxUser). Failures carry the reasons the RPCs' clients see
+// sandbox: the permissions of the user it names (the sandbox user unless
+// it names another) are the wall (each runs as that user, asRequester). Failures carry the reasons the RPCs' clients see
 // (FILE_NOT_FOUND, ...). A read is never cut: more than max_bytes is
 // FILE_TOO_LARGE; the session's secrets are redacted from what it sends. A
 // write opens the path as the user, so a read-only file refuses it, and an
 // existing file keeps its inode, owner and mode.
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 	"unsafe"
@@ -53,6 +55,10 @@ func programFailure(err error, path string) error {
 		return err
 	}
 	failure := osFailure(err, path).(*opError)
+	// The thread runs as the user asked for: name it (its effective uid).
+	if uid := syscall.Geteuid(); uid != protocol.SandboxUid {
+		failure.message = strings.Replace(failure.message, "the sandbox user", fmt.Sprintf("uid %d", uid), 1)
+	}
 	if errno, ok := underlyingErrno(err); ok {
 		failure.code = programReason(errno)
 	}
@@ -254,10 +260,10 @@ func writePath(request *protocol.WritePath, source io.Reader, b *budget) (*proto
 }
 
 func init() {
-	handle("stat", asUser(fileOp(func(m protocol.Message, _ []byte) (protocol.Message, []byte, error) {
+	handle("stat", fileOp(func(m protocol.Message, _ []byte) (protocol.Message, []byte, error) {
 		return statPath(m.(*protocol.Stat))
-	})))
-	handle("read_path", asUser(func(a *Agent, frame *protocol.Frame, m protocol.Message) {
+	}))
+	handle("read_path", func(a *Agent, frame *protocol.Frame, m protocol.Message) {
 		request := m.(*protocol.ReadPath)
 		t := &transfer{budget: newBudget(request.DeadlineS), flow: newOutflow(request.Window)}
 		// The session's secrets are redacted, as in everything else it shows.
@@ -276,7 +282,7 @@ func init() {
 			}
 			return nil
 		}
-		a.runTransfer(frame.ID, t, func() (*protocol.Transferred, error) {
+		a.runTransfer(frame.ID, request, t, func() (*protocol.Transferred, error) {
 			reply, err := readPath(request, emit, t.budget)
 			if err != nil {
 				return nil, err
@@ -288,25 +294,14 @@ func init() {
 			}
 			return reply, nil
 		})
-	}))
-	handle("write_path", asUser(func(a *Agent, frame *protocol.Frame, m protocol.Message) {
+	})
+	handle("write_path", func(a *Agent, frame *protocol.Frame, m protocol.Message) {
 		request := m.(*protocol.WritePath)
 		b := newBudget(request.DeadlineS)
 		credit := func() { a.credit(frame.ID, frame.Epoch, 1) }
 		t := &transfer{budget: b, in: newInflow(request.Window, credit, b)}
-		a.runTransfer(frame.ID, t, func() (*protocol.Transferred, error) {
+		a.runTransfer(frame.ID, request, t, func() (*protocol.Transferred, error) {
 			return writePath(request, t.in, b)
 		})
-	}))
-}
-
-// asUser refuses a request for another user than the sandbox user (unported).
-func asUser(h Handler) Handler {
-	return func(a *Agent, frame *protocol.Frame, m protocol.Message) {
-		if why := unported(frame); why != "" {
-			a.fail(frame.ID, protocol.InvalidArguments, why)
-			return
-		}
-		h(a, frame, m)
-	}
+	})
 }

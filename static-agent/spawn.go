@@ -2,8 +2,8 @@ package main
 
 // Programs: a Spawn runs an argv rather than a shell line (the Exec RPC,
 // the python tool's interpreter), as runtime/agent/programs.py does. It
-// starts through the same launcher as a command, as the sandbox user in a
-// call group of its own, so its deadline and a Cancel kill its whole tree
+// starts through the same launcher as a command, as the user it names (the
+// sandbox user unless it names another, users.go) in a call group of its own, so its deadline and a Cancel kill its whole tree
 // as a command's do (await, kill). What differs:
 //
 //   - Spawned goes out once the launcher's report pipe closes empty (the
@@ -25,10 +25,8 @@ package main
 // started it, and a restore's stop_leftovers ends it.
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -86,13 +84,14 @@ func signalName(sig syscall.Signal) string {
 func init() {
 	handle("spawn", func(a *Agent, frame *protocol.Frame, m protocol.Message) {
 		request := m.(*protocol.Spawn)
-		if why := unported(frame); why != "" {
-			a.fail(frame.ID, protocol.InvalidArguments, why)
-			return
-		}
 		argv := decodeArgv(frame.Body)
 		if len(argv) == 0 || argv[0] == "" {
 			a.fail(frame.ID, protocol.InvalidRequest, "argv is empty: name a program to run")
+			return
+		}
+		user, err := resolveUser(request.User, request.Capabilities)
+		if err != nil {
+			a.send(failureOf(err), frame.ID, nil)
 			return
 		}
 		// What the call machinery reads of a request: where, how long, how gently.
@@ -100,7 +99,7 @@ func init() {
 		exec.Cwd, exec.Env, exec.TimeoutS, exec.GraceS = request.Cwd, request.Env, request.TimeoutS, request.GraceS
 		p := &program{
 			call: &Call{id: frame.ID, epoch: frame.Epoch, request: &exec, stop: make(chan string, 1),
-				output: make(chan struct{}, 1), redactor: a.redactor.get()},
+				output: make(chan struct{}, 1), redactor: a.redactor.get(), user: &user},
 			request:     request,
 			argv:        argv,
 			credits:     max64(1, request.OutputWindow),
@@ -154,28 +153,6 @@ func init() {
 			_ = syscall.Kill(p.pid, sig)
 		}
 	})
-}
-
-// unported says why a program request asks for what this agent does not
-// do yet: another user than the sandbox user. Read from the frame's header,
-// so that it holds whether or not the field is in this build's protocol
-// (which would otherwise drop it unseen).
-func unported(frame *protocol.Frame) string {
-	var asked struct {
-		User any `json:"user"`
-	}
-	_ = json.Unmarshal(frame.Header, &asked)
-	switch user := asked.User.(type) {
-	case nil:
-	case string:
-		if user != "" && user != "sandbox" && user != strconv.Itoa(protocol.SandboxUid) {
-			return fmt.Sprintf("user %s: the static agent runs programs as the sandbox user "+
-				"only; run this session with agent = \"python\"", pyQuote(clipChars(user, 40)))
-		}
-	default:
-		return "user: the static agent runs programs as the sandbox user only"
-	}
-	return ""
 }
 
 func max64(a, b int64) int64 {

@@ -20,27 +20,6 @@ func TestArgvIsNulTerminatedArguments(t *testing.T) {
 	}
 }
 
-// Another user is refused (a terminal is not), whether or not this build's
-// protocol has the fields.
-func TestOnlyTheSandboxUserWithoutATerminal(t *testing.T) {
-	for header, refused := range map[string]bool{
-		`{"op":"spawn","id":1}`:                  false,
-		`{"op":"spawn","id":1,"user":""}`:        false,
-		`{"op":"spawn","id":1,"user":"sandbox"}`: false,
-		`{"op":"spawn","id":1,"user":"1000"}`:    false,
-		`{"op":"spawn","id":1,"user":"root"}`:    true,
-		`{"op":"spawn","id":1,"user":0}`:         true,
-		`{"op":"spawn","id":1,"tty":true}`:       false,
-		`{"op":"spawn","id":1,"tty":false}`:      false,
-		`{"op":"stat","id":1,"user":"nobody"}`:   true,
-	} {
-		why := unported(&protocol.Frame{Header: []byte(header)})
-		if (why != "") != refused {
-			t.Errorf("%s: %q", header, why)
-		}
-	}
-}
-
 func TestExecFailuresHaveTheClientsReasons(t *testing.T) {
 	p := &program{request: &protocol.Spawn{Cwd: "/nowhere"}, argv: []string{"nope"}}
 	cases := []struct {

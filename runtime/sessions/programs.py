@@ -128,14 +128,8 @@ class RunAs:
     capabilities: bool
 
 
-def run_as(session: Session, user: str, agent: str) -> RunAs:
+def run_as(session: Session, user: str) -> RunAs:
     """The sandbox user or one of the session's `users`, else USER_NOT_ALLOWED."""
-    if user not in grants.SANDBOX_NAMES and agent == "static":
-        msg = (
-            f'user {user[:64]!r}: the static agent (agent = "static") runs programs '
-            "as the sandbox user only"
-        )
-        raise ProgramError(msg, "USER_NOT_ALLOWED")
     if not grants.user_listed(user, session.users):
         allowed = ", ".join(repr(u) for u in session.users)
         msg = (
@@ -190,7 +184,7 @@ class Programs:
         itself (a call of its budget, a token of its tenant's rate), as
         session activity."""
         session = await self._manager.lookup(tenant, session_id)
-        who = run_as(session, user, self._config.agent)
+        who = run_as(session, user)
         await self._manager.quotas.take_calls(tenant, 1)
         # Held for its tenant's rate: the session may have closed meanwhile.
         session = self._manager.get(tenant, session_id)

@@ -23,6 +23,7 @@ const (
 	FileExists       = "FILE_EXISTS"
 	NoSpace          = "NO_SPACE"
 	InvalidRequest   = "INVALID_REQUEST"
+	UserNotAllowed   = "USER_NOT_ALLOWED"
 	Workspace        = "/workspace"
 	Tmp              = "/tmp"
 	SandboxUid       = 1000

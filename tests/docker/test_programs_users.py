@@ -147,6 +147,28 @@ def test_the_audit_log_names_the_user(make_daemon, tmp_path):
     assert ("exec", "nobody", "PERMISSION_DENIED") in users
 
 
+def test_a_user_the_image_lacks_is_refused_by_the_sandbox_and_a_bare_uid_is_its_own_group(
+    make_daemon,
+):
+    daemon = make_daemon(tenants={"default": {"users": ["alice", "4242"]}})
+    with Client(daemon.target) as client, client.session(users=["alice", "4242"]) as session:
+        for attempt in (
+            lambda: session.exec(["true"], user="alice"),
+            lambda: session.stat("/", user="alice"),
+            lambda: session.read_file_bytes("/etc/hostname", user="alice"),
+            lambda: session.write_file_bytes("/tmp/x", b"x", user="alice"),
+        ):
+            with pytest.raises(RemotePermissionError) as refused:
+                attempt()
+            assert refused.value.reason == "USER_NOT_ALLOWED"
+            assert "user 'alice': no such user in the sandbox's /etc/passwd" in str(refused.value)
+        assert session.exec(["id", "-u"], user="4242").stdout == b"4242\n"
+        assert session.exec(["id", "-g"], user="4242").stdout == b"4242\n"
+        session.write_file_bytes("/tmp/by-4242", b"x", user="4242")
+        owner = session.exec(["find", "/tmp/by-4242", "-printf", "%U:%G\\n"])
+        assert owner.stdout == b"4242:4242\n"
+
+
 def test_root_without_capabilities_is_root_in_name_only(granted):
     with granted.session(users=["root"]) as session:
         caps = capabilities(session, "root")

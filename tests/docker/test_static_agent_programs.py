@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from runtime.client import Client, ToolrtRpcError
+from runtime.client import Client
 from tests.docker import test_programs_exec as programs
 from tests.docker import test_programs_files as program_files
 from tests.docker import test_python_tool as python_tool
@@ -75,19 +75,3 @@ def test_static_agent_passes_the_python_agents_program_checks(
             return
         with client.session() as session:
             run_check(check, session=session, **given)
-
-
-def test_another_user_is_refused_and_the_sandbox_user_serves(make_daemon: Any) -> None:
-    # The static agent runs programs as the sandbox user only, even for a
-    # session its tenant granted root.
-    daemon = make_daemon(agent="static", tenants={"default": {"users": ["root"]}})
-    with Client(daemon.target) as client, client.session(users=["root"]) as session:
-        for attempt in (
-            lambda: session.exec(["id", "-u"], user="root"),
-            lambda: session.read_file_bytes("/etc/hostname", user="root"),
-        ):
-            with pytest.raises(ToolrtRpcError) as refused:
-                attempt()
-            assert refused.value.reason == "USER_NOT_ALLOWED"
-            assert "static agent" in str(refused.value)
-        assert session.exec(["id", "-u"], user="sandbox").stdout == b"1000\n"

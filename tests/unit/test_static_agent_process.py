@@ -142,19 +142,19 @@ def test_a_stale_epoch_is_dropped_and_unknown_ops_are_refused(agent: AgentProces
     assert (failure.code, failure.message) == (protocol.INTERNAL, 'unknown op "nope"')
 
 
-def test_programs_as_another_user_or_on_a_terminal_are_refused(agent: AgentProcess) -> None:
-    # What the static agent does not do yet (the Python agent does), refused
-    # by name rather than run as the sandbox user without a terminal.
+def test_a_user_the_sandbox_lacks_is_refused_by_name(agent: AgentProcess) -> None:
+    # As the Python agent refuses it, for a program and a path operation.
     agent.hello(epoch=2)
-    asks = {
-        61: b'{"op":"spawn","id":61,"epoch":2,"user":"root"}',
-        63: b'{"op":"stat","id":63,"epoch":2,"path":"/","user":"root"}',
-    }
-    for rid, header in asks.items():
-        agent.write(protocol.PREFIX.pack(protocol.MAGIC, len(header), 0) + header)
-        failure = agent.frame(lambda f, rid=rid: f.request_id == rid).as_type(protocol.Failure)
-        assert failure.code == protocol.INVALID_ARGUMENTS
-        assert "static agent" in failure.message and 'agent = "python"' in failure.message
+    for request in (
+        protocol.Spawn(user="no-such-user-here"),
+        protocol.Stat(path="/", user="no-such-user-here"),
+    ):
+        argv = b"true\0" if isinstance(request, protocol.Spawn) else b""
+        unknown = agent.request(request, body=argv).as_type(protocol.Failure)
+        assert (unknown.code, unknown.message) == (
+            protocol.USER_NOT_ALLOWED,
+            "user 'no-such-user-here': no such user in the sandbox's /etc/passwd",
+        )
     empty = agent.request(protocol.Spawn()).as_type(protocol.Failure)
     assert (empty.code, empty.message) == (
         protocol.INVALID_REQUEST,
