@@ -23,6 +23,7 @@ from typing import Any
 from bench import ours
 from bench.stats import Sample
 from runtime.client import Client
+from runtime.config import Config
 
 MiB = 1 << 20
 SIZES = {"1M": (64, 16 << 10), "100M": (100, MiB)}
@@ -62,7 +63,9 @@ def _copy(client: Client, tar: bytes, count: int) -> list[str]:
         client.upload(session_id, tar, "/workspace")
         return session_id
 
-    with ThreadPoolExecutor(count) as pool:
+    # A client copying by hand runs as many at once as its tenant's share of
+    # transfer slots lets it (more are refused: RESOURCE_EXHAUSTED).
+    with ThreadPoolExecutor(min(count, Config().shares.transfers_per_tenant)) as pool:
         return list(pool.map(one, range(count)))
 
 
