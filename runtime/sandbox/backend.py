@@ -16,7 +16,7 @@ from typing import Protocol
 
 from runtime import agent as agent_package
 from runtime.agent import protocol
-from runtime.config import Limits
+from runtime.config import Config, Limits
 from runtime.constants import DEFAULT_TENANT
 from runtime.sandbox import agent_dir
 from runtime.sandbox.agent_client import AgentClient
@@ -27,6 +27,14 @@ LABEL_DAEMON = "toolrt.daemon"
 LABEL_TENANT = "toolrt.tenant"
 # The agent package's mount point; its name is the package's name there.
 AGENT_DIR_IN_SANDBOX = "/opt/toolrt/agent"
+
+
+def agent_command(config: Config, python: str = "python3") -> list[str]:
+    """The sandbox's main process: the agent the config names (the Python
+    one run by `python`, or the static binary), as the sandbox sees it."""
+    if config.agent == "static":
+        return [f"{AGENT_DIR_IN_SANDBOX}/{agent_dir.STATIC_AGENT}"]
+    return [python, "-I", f"{AGENT_DIR_IN_SANDBOX}/main.py"]
 
 
 def prepare_agent_dir(target: str = "") -> str:

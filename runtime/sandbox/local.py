@@ -44,12 +44,13 @@ import psutil
 from runtime.config import Config
 from runtime.constants import SANDBOX_GID, SANDBOX_UID
 from runtime.errors import CallTimeout, EngineUnavailable, SandboxLost
-from runtime.sandbox.agent_dir import STATIC_AGENT, require_static_agent
+from runtime.sandbox.agent_dir import require_static_agent
 from runtime.sandbox.backend import (
     AGENT_DIR_IN_SANDBOX,
     ConnectedSandbox,
     SandboxBackend,
     SandboxSpec,
+    agent_command,
     new_epoch,
     prepare_agent_dir,
 )
@@ -138,13 +139,6 @@ class LocalBackend(SandboxBackend):
         self._live: dict[str, LocalSandbox] = {}
         self._epoch = new_epoch()
 
-    def _agent_argv(self) -> list[str]:
-        """The agent the config names, as the new root sees it (the same
-        binary or script the Docker backend runs)."""
-        if self._config.agent == "static":
-            return [f"{AGENT_DIR_IN_SANDBOX}/{STATIC_AGENT}"]
-        return [self._python, "-I", f"{AGENT_DIR_IN_SANDBOX}/main.py"]
-
     def _command(self, spec: SandboxSpec) -> list[str]:
         setup = {
             "workspace_bytes": spec.limits.workspace_bytes,
@@ -155,7 +149,7 @@ class LocalBackend(SandboxBackend):
             "agent_mount": AGENT_DIR_IN_SANDBOX,
             "extra_read_only": self._extra,
             "python": self._python,
-            "argv": self._agent_argv(),
+            "argv": agent_command(self._config, self._python),
             "env": {
                 **AGENT_ENV,
                 "TOOLRT_NATIVE_SPAWN": "1" if self._config.native_spawn else "0",

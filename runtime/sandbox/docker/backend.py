@@ -27,7 +27,7 @@ from runtime.config import Config, Limits
 from runtime.constants import SANDBOX_GID, SANDBOX_UID, TMP, WORKSPACE, client_label
 from runtime.errors import BadRequest, EngineUnavailable
 from runtime.sandbox.agent_client import AgentClient
-from runtime.sandbox.agent_dir import STATIC_AGENT, require_static_agent
+from runtime.sandbox.agent_dir import require_static_agent
 from runtime.sandbox.backend import (
     AGENT_DIR_IN_SANDBOX,
     LABEL_DAEMON,
@@ -39,6 +39,7 @@ from runtime.sandbox.backend import (
     SandboxBackend,
     SandboxSpec,
     Usage,
+    agent_command,
     new_epoch,
     prepare_agent_dir,
 )
@@ -75,13 +76,6 @@ RESYNC_TIMEOUT_S = 10.0
 
 def container_name(session_id: str) -> str:
     return f"toolrt-{session_id}"
-
-
-def agent_command(config: Config) -> list[str]:
-    """The container's main process: the agent the config names."""
-    if config.agent == "static":
-        return [f"{AGENT_DIR_IN_SANDBOX}/{STATIC_AGENT}"]
-    return ["python3", "-I", f"{AGENT_DIR_IN_SANDBOX}/main.py"]
 
 
 def docker_socket_path(config: Config) -> str:
