@@ -449,6 +449,7 @@ func init() {
 			reply := protocol.NewLeftoversStopped()
 			reply.Processes = int64(a.stopLeftovers())
 			a.send(&reply, frame.ID, nil)
+			a.spareWhenIdle() // the one it dropped: the next idle moment starts another
 		}()
 	})
 }

@@ -148,10 +148,20 @@ func (a *Agent) exec(id, epoch int64, request *protocol.Exec, stdin []byte) {
 	oomBefore, oomKnown := oomKills()
 	call := &Call{id: id, epoch: epoch, request: request, stop: make(chan string, 1),
 		output: make(chan struct{}, 1), redactor: a.redactor.get()}
-	run, err := a.runner.start(call, stdin, shellOf())
-	if err != nil {
-		fail(protocol.Internal, "cannot start the command: "+err.Error())
-		return
+	// The next call's shell starts once this one is answered, the session idle.
+	defer a.spareWhenIdle()
+	ready := a.spareFor(request)
+	a.planSpare(request, call.redactor)
+	var run *run
+	if ready != nil {
+		run = a.runInSpare(ready, call, stdin)
+	}
+	if run == nil {
+		var err error
+		if run, err = a.runner.start(call, stdin, shellOf()); err != nil {
+			fail(protocol.Internal, "cannot start the command: "+err.Error())
+			return
+		}
 	}
 	a.mu.Lock()
 	a.calls[id] = call
@@ -189,6 +199,7 @@ func (a *Agent) exec(id, epoch int64, request *protocol.Exec, stdin []byte) {
 		if out.idle && request.DeadlineAfterIdle {
 			deadline = started.Add(seconds(request.TimeoutS))
 		}
+		a.spareWhenIdle()
 		a.keep(p, run, deadline)
 		return
 	}
@@ -206,6 +217,7 @@ func (a *Agent) exec(id, epoch int64, request *protocol.Exec, stdin []byte) {
 			result.ShellState.Env, notes = call.redactor.references(result.ShellState.Env)
 			result.Notes = append(result.Notes, notes...)
 		}
+		a.spareFollows(result.ShellState)
 	}
 	if request.ReportEnv && run.state == nil && reason == "" {
 		result.Notes = append(result.Notes, "exports are kept across calls only under bash or "+
@@ -483,7 +495,11 @@ func (r *Runner) start(call *Call, stdin []byte, shell string) (*run, error) {
 // as its descriptors 0, 1, 2, 3...; what `hook` asks (if given) is done
 // once the pid is known and when the reaper takes the main process.
 func (r *Runner) launch(call *Call, program []string, files []uintptr, hook *exitHook) (chan syscall.WaitStatus, error) {
-	environment := call.redactor.environment(call.request.Env)
+	return r.launchWith(call, call.redactor.environment(call.request.Env), program, files, hook)
+}
+
+// launchWith is launch with the environment given (a spare's, spare.go).
+func (r *Runner) launchWith(call *Call, environment map[string]string, program []string, files []uintptr, hook *exitHook) (chan syscall.WaitStatus, error) {
 	env := make([]string, 0, len(environment))
 	for k, v := range environment {
 		env = append(env, k+"="+v)

@@ -48,6 +48,8 @@ type Agent struct {
 	transfers map[int64]*transfer
 	// The session's secrets (the Secrets request sets them).
 	redactor redactorSlot
+	// The next call's shell, started ahead (spares.go).
+	spares spareSlot
 }
 
 // Handler answers one request (in its own goroutine when it may block).

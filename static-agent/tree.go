@@ -164,9 +164,14 @@ func cutPrefix(s, prefix []byte) ([]byte, bool) {
 }
 
 // stopLeftovers stops every process of a call group but those of running
-// calls and live background processes; how many were killed.
+// calls and live background processes; how many were killed. The waiting
+// spare shell is killed first and not counted: it is toolrt's own.
 func (a *Agent) stopLeftovers() int {
+	spareGroup, dropped := a.dropSpare()
 	keep := a.procs.liveGroups()
+	if dropped {
+		keep[spareGroup] = true
+	}
 	a.mu.Lock()
 	for _, call := range a.calls {
 		keep[call.group] = true
