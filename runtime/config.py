@@ -425,16 +425,19 @@ class Config(BaseModel):
     commands (foreground and background), the file operations, secrets,
     archives, the egress relay, terminals (a program's tty, shell's tty and
     process_input) and the exec API's programs and path operations, as the
-    sandbox user or a session's other users and root (the python tool too);
-    not yet the spare shell (each call starts its own). The daemon
-    refuses to start with "static" when the binary or the C launcher it
-    starts commands with is missing."""
+    sandbox user or a session's other users and root (the python tool too),
+    and the spare shell (`spare_shell`). The daemon refuses to start with
+    "static" when the binary or the C launcher it starts commands with is
+    missing."""
     spare_shell: bool = True
     """While a session is idle, keep the next call's shell started ahead (one
     per session, about 0.5 MiB): a call that can use it skips the shell's
     start. Never while the sandbox's memory or pids are nearly full; calls
     with stdin, or whose cwd or startup-relevant environment differs from the
-    latest call's, start their own shell as before."""
+    latest call's, start their own shell as before. Bash only: the spare
+    waits with bash's `read -n 1 -u` and `read -d ''`, so under the static
+    agent an image without /bin/bash (BusyBox's sh) gets no spare and each
+    call starts its own shell."""
     kill_grace_s: float = Field(0.5, ge=0, le=5)
     """Time between TERM and KILL when a call's processes are stopped."""
     result_cap_bytes: int = Field(2 * MiB, ge=64 * 1024)
