@@ -77,3 +77,25 @@ def test_a_spare_serves_under_bash_and_none_starts_under_busybox_sh(
             assert shell_after_a_pause(client, session, "default") == "spare\n"
         with client.session(image=busybox_image) as session:
             assert shell_after_a_pause(client, session, busybox_image) == "own\n"
+
+
+# Sleeps that leave the sandbox six pids short of its limit (the agent
+# wants eight free before it starts a spare); cgroup v1 or v2.
+FILL_PIDS = (
+    "c=/sys/fs/cgroup/pids; [ -d $c ] || c=/sys/fs/cgroup; "
+    "n=$(( $(cat $c/pids.max) - $(cat $c/pids.current) - 6 )); "
+    "for ((i = 0; i < n; i++)); do sleep 600 & done; echo $n"
+)
+
+
+@pytest.mark.runc_only("gVisor shows the sandbox no cgroup files: room is assumed there")
+def test_no_spare_starts_while_the_pids_limit_is_nearly_full(make_daemon: Any) -> None:
+    daemon = make_daemon(agent="static")
+    with Client(daemon.target) as client, client.session(limits={"pids": 64}) as session:
+        assert shell_after_a_pause(client, session, "default") == "spare\n"
+        filler = spare_shell.shell(client, session, FILL_PIDS, background=True)
+        assert filler.ok, filler
+        assert shell_after_a_pause(client, session, "default") == "own\n"
+        handle = filler.output["process_id"]
+        assert client.call(session.id, "process_kill", {"process_id": handle}).ok
+        assert shell_after_a_pause(client, session, "default") == "spare\n"
