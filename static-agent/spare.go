@@ -237,7 +237,7 @@ func (r *Runner) startSpare(plan *sparePlan, reaped func(*spare)) *spare {
 		return fail()
 	}
 	theirs = append(theirs, state.peer)
-	sp := &spare{group: 0, cwd: plan.cwd, cwdID: cwdID, env: plan.env, outR: ours[0],
+	sp := &spare{cwd: plan.cwd, cwdID: cwdID, env: plan.env, outR: ours[0],
 		errR: ours[1], reportR: ours[2], goSock: ours[3], script: script, state: state}
 	files := make([]uintptr, stateFd+1)
 	for i := range files {

@@ -99,3 +99,14 @@ def test_no_spare_starts_while_the_pids_limit_is_nearly_full(make_daemon: Any) -
         handle = filler.output["process_id"]
         assert client.call(session.id, "process_kill", {"process_id": handle}).ok
         assert shell_after_a_pause(client, session, "default") == "spare\n"
+
+
+def test_stop_leftovers_drops_the_waiting_spare_without_counting_it(make_daemon: Any) -> None:
+    # What a restore does first: the spare is toolrt's own, not a leftover.
+    daemon = make_daemon(agent="static")
+    with Client(daemon.target) as client, client.session() as session:
+        assert shell_after_a_pause(client, session, "default") == "spare\n"
+        time.sleep(1.5)  # the next call's spare waits
+        agent = daemon.daemon.core.manager.get("default", session.id).sandbox.agent
+        assert daemon.run(agent.stop_leftovers()) == 0
+        assert shell_after_a_pause(client, session, "default") == "spare\n"
