@@ -48,6 +48,8 @@ type Agent struct {
 	transfers map[int64]*transfer
 	// The session's secrets (the Secrets request sets them).
 	redactor redactorSlot
+	// Runaway leftovers stopped, and the notes saying so (healing.go).
+	healer *healer
 }
 
 // Handler answers one request (in its own goroutine when it may block).
@@ -81,9 +83,12 @@ func main() {
 		fmt.Fprintf(os.Stderr, "toolrt-agent: %v\n", err)
 		os.Exit(1)
 	}
-	a := &Agent{in: in, out: out, calls: map[int64]*Call{}, programs: map[int64]*program{}, transfers: map[int64]*transfer{}, runner: runner, kept: newKept()}
+	a := &Agent{in: in, out: out, calls: map[int64]*Call{}, programs: map[int64]*program{}, transfers: map[int64]*transfer{}, runner: runner, kept: newKept(), healer: newHealer()}
+	runner.relieve = a.relieve
+	reserveThreads(spareThreads)
 	a.watchSignals()
 	go a.reap()
+	go a.watchPressure()
 	a.serve(in)
 }
 
