@@ -418,17 +418,12 @@ class Config(BaseModel):
     when a C compiler exists, or by `make helper`) rather than a fork of the
     agent: same behaviour, a few ms less per call. Without the helper binary
     the agent forks regardless."""
-    agent: Literal["python", "static"] = "python"
-    """The in-sandbox agent Docker sandboxes run: "python" (runtime/agent, run
-    by the image's python3) or "static" (the Go binary `make agent` builds
-    beside it: any image, no python3 needed). The static agent does
-    commands (foreground and background), the file operations, secrets,
-    archives, the egress relay, terminals (a program's tty, shell's tty and
-    process_input) and the exec API's programs and path operations, as the
-    sandbox user or a session's other users and root (the python tool too);
-    not yet the spare shell (each call starts its own). The daemon
-    refuses to start with "static" when the binary or the C launcher it
-    starts commands with is missing."""
+    agent: Literal["python", "static"] = "static"
+    """The in-sandbox agent sandboxes run: "static" (the Go binary `make
+    agent` builds, which the platform wheel carries: any image of the host's
+    architecture, no python3 needed) or "python" (runtime/agent, run by the
+    image's python3; kept for one release). The daemon refuses to start when
+    the static agent or the C launcher it starts commands with is missing."""
     spare_shell: bool = True
     """While a session is idle, keep the next call's shell started ahead (one
     per session, about 0.5 MiB): a call that can use it skips the shell's

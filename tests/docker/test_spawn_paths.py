@@ -1,4 +1,5 @@
-"""Both ways a call's command starts: the C launcher, and the agent's fork."""
+"""How a call's command starts: through the C launcher, which leaves the
+command the agent's own child (and, for the Python agent, the agent's fork)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime.agent import procs
 from runtime.client import Client
+from runtime.sandbox.agent_dir import HELPER
 from tests.helpers import sandbox_processes, user_processes
 
 pytestmark = pytest.mark.docker
@@ -32,7 +33,8 @@ def processes_during(client, session, docker_client, command: str) -> list[list[
 def assert_the_agent_is_the_commands_parent(seen: list[list[str]]) -> None:
     """agent → bash (not root) → sleep: no launcher stays."""
     by_pid = {p[0]: p for p in seen}
-    [agent] = [p for p in seen if "/opt/toolrt/agent/main.py" in p[3]]
+    agents = ("/opt/toolrt/agent/main.py", "/opt/toolrt/agent/toolrt-agent")
+    [agent] = [p for p in seen if any(a in p[3] for a in agents)]
     [sleep] = [p for p in seen if p[3] == "sleep 41"]
     shell = by_pid[sleep[1]]
     assert shell[3].startswith("/bin/bash -c ") and shell[2] != "root", seen
@@ -40,7 +42,8 @@ def assert_the_agent_is_the_commands_parent(seen: list[list[str]]) -> None:
 
 
 def test_the_c_helper_is_built_and_the_command_is_the_agents_child(client, session, docker_client):
-    assert Path(procs.HELPER).exists(), "run `make helper` (make test builds it)"
+    built = Path(__file__).resolve().parents[2] / "runtime" / "agent" / HELPER
+    assert built.exists(), "run `make helper` (make test builds it)"
     assert session.shell("test -x /opt/toolrt/agent/toolrt-spawn").output["exit_code"] == 0
     assert_the_agent_is_the_commands_parent(
         processes_during(client, session, docker_client, "sleep 41")
