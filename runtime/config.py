@@ -413,17 +413,13 @@ class Config(BaseModel):
     docker_workers: int = Field(32, ge=1)
     """Threads that run the (blocking) Docker SDK, so dozens of sessions can
     be created or closed at once without touching the event loop."""
-    native_spawn: bool = True
-    """Start each call's command with the agent's C launcher (built at start-up
-    when a C compiler exists, or by `make helper`) rather than a fork of the
-    agent: same behaviour, a few ms less per call. Without the helper binary
-    the agent forks regardless."""
-    agent: Literal["python", "static"] = "static"
-    """The in-sandbox agent sandboxes run: "static" (the Go binary `make
-    agent` builds, which the platform wheel carries: any image of the host's
-    architecture, no python3 needed) or "python" (runtime/agent, run by the
-    image's python3; kept for one release). The daemon refuses to start when
-    the static agent or the C launcher it starts commands with is missing."""
+    agent: Literal["static"] = "static"
+    """The in-sandbox agent: the static binary `make agent` builds (Go, no
+    libc) beside the C launcher it starts every command with; the platform
+    wheel carries both. It runs in any Linux image of the host's
+    architecture, python3 or not. The daemon refuses to start when either is
+    missing. (The Python agent, "python", was removed; so was `native_spawn`:
+    every command starts through the launcher.)"""
     spare_shell: bool = True
     """While a session is idle, keep the next call's shell started ahead (one
     per session, about 0.5 MiB): a call that can use it skips the shell's

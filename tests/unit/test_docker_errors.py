@@ -46,12 +46,12 @@ def mapped(exc: BaseException) -> BaseException:
         (
             api_error(400, 'exec: "python3": executable file not found in $PATH'),
             BadRequest,
-            "the image has no python3 on its PATH",
+            "the sandbox's agent could not start in this image",
         ),
         (
             api_error(500, "OCI runtime create failed: no such file or directory"),
             BadRequest,
-            "the image has no python3 on its PATH",
+            "the sandbox's agent could not start in this image",
         ),
         (api_error(400, "invalid mount config"), BadRequest, "Docker refused the request"),
         (api_error(404, "No such container: toolrt-s1"), BadRequest, "Docker refused"),

@@ -101,8 +101,7 @@ class DockerBackend(SandboxBackend):
         self._executor = ThreadPoolExecutor(config.docker_workers, thread_name_prefix="docker")
         self._client: docker.DockerClient | None = None
         self._agent_dir = prepare_agent_dir(config.agent_dir)
-        if config.agent == "static":
-            require_static_agent(self._agent_dir)
+        require_static_agent(self._agent_dir)
         self._live: dict[str, ConnectedSandbox] = {}
         self._epoch = new_epoch()
 
@@ -151,7 +150,7 @@ class DockerBackend(SandboxBackend):
         tmpfs_opts = "rw,exec,nosuid,nodev"
         kwargs: dict[str, Any] = {
             "image": spec.image,
-            "command": agent_command(self._config),
+            "command": agent_command(),
             "name": container_name(spec.session_id),
             "user": "0:0",
             "entrypoint": [],
@@ -184,7 +183,6 @@ class DockerBackend(SandboxBackend):
             "hostname": "sandbox",
             "environment": {
                 "PYTHONDONTWRITEBYTECODE": "1",
-                "TOOLRT_NATIVE_SPAWN": "1" if self._config.native_spawn else "0",
                 "TOOLRT_SPARE_SHELL": "1" if self._config.spare_shell else "0",
             },
         }
