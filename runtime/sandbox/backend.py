@@ -29,11 +29,14 @@ LABEL_TENANT = "toolrt.tenant"
 AGENT_DIR_IN_SANDBOX = "/opt/toolrt/agent"
 
 
-def agent_command(config: Config, python: str = "python3") -> list[str]:
+def agent_command(config: Config, python: str = "python3", channel: bool = False) -> list[str]:
     """The sandbox's main process: the agent the config names (the Python
-    one run by `python`, or the static binary), as the sandbox sees it."""
+    one run by `python`, or the static binary), as the sandbox sees it. With
+    `channel` the static agent dials protocol.AGENT_SOCKET instead of
+    speaking on its stdio (docker/channel.py)."""
     if config.agent == "static":
-        return [f"{AGENT_DIR_IN_SANDBOX}/{agent_dir.STATIC_AGENT}"]
+        static = [f"{AGENT_DIR_IN_SANDBOX}/{agent_dir.STATIC_AGENT}"]
+        return [*static, "--channel", protocol.AGENT_SOCKET] if channel else static
     return [python, "-I", f"{AGENT_DIR_IN_SANDBOX}/main.py"]
 
 
