@@ -21,14 +21,9 @@ import (
 	"os"
 	"sync"
 	"syscall"
-	"time"
 
 	"toolrt/agent/protocol"
 )
-
-// How long the agent keeps dialing at start (the daemon listens before it
-// starts the container, so the first attempt normally connects).
-const channelDialTimeout = 10 * time.Second
 
 type channel struct {
 	path  string
@@ -43,22 +38,6 @@ func channelPath(args []string) string {
 		return args[2]
 	}
 	return ""
-}
-
-func (c *channel) dial() (*net.UnixConn, error) {
-	return net.DialUnix("unix", nil, &net.UnixAddr{Name: c.path, Net: "unix"})
-}
-
-// dialPatiently retries while the socket is not there yet or its backlog is full.
-func (c *channel) dialPatiently() (*net.UnixConn, error) {
-	deadline := time.Now().Add(channelDialTimeout)
-	for {
-		conn, err := c.dial()
-		if err == nil || time.Now().After(deadline) {
-			return conn, err
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func (c *channel) current() *net.UnixConn {
@@ -99,7 +78,7 @@ func (c *channel) write(frame []byte) {
 // serves that connection; once it ends (the daemon went away) calls keep
 // running and the agent waits for SIGUSR1 to dial again (redial).
 func (a *Agent) serveChannel() {
-	conn, err := a.ch.dialPatiently()
+	conn, err := dialPatiently(a.ch.path)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "toolrt-agent: dialing %s: %v\n", a.ch.path, err)
 		os.Exit(1)
@@ -126,7 +105,8 @@ func (a *Agent) redial() {
 	if token == "" {
 		return // still starting: the first connection is not served yet
 	}
-	conn, err := a.ch.dial()
+	// Waiting while the backlog is full: root may flood the socket.
+	conn, err := dialPatiently(a.ch.path)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "toolrt-agent: SIGUSR1 but no daemon listens: %v\n", err)
 		return

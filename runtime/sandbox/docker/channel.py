@@ -38,6 +38,11 @@ SOCKET_NAME = os.path.basename(protocol.AGENT_SOCKET)
 TOKEN_BYTES = 32
 # A Channel frame's header is ~60 bytes: anything much larger is not one.
 MAX_CHANNEL_HEADER = 1024
+# Connections waiting to present a token: root in the sandbox may dial as
+# fast as it likes, so past this many the oldest is closed, and each has
+# this long to present it (the agent writes it as soon as it connects).
+MAX_UNCHECKED = 32
+PRESENT_TIMEOUT_S = 2.0
 # While waiting for the agent's first connection, how often to look whether
 # its container ended (an agent that cannot run never dials).
 EXIT_POLL_S = 0.5
@@ -119,7 +124,8 @@ class Listener:
         self._server: asyncio.AbstractServer | None = None
         self._taken: asyncio.Future[Connection] = asyncio.get_running_loop().create_future()
         self._handed = False
-        self._checks: set[asyncio.Task[Any]] = set()
+        # Connections still to present the token, oldest first.
+        self._checks: dict[asyncio.Task[Any], None] = {}
 
     async def start(self) -> None:
         with contextlib.suppress(FileNotFoundError):
@@ -135,7 +141,7 @@ class Listener:
             self._server.close()
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self._path)
-        for check in self._checks:
+        for check in list(self._checks):
             check.cancel()
         if self._taken.done() and not self._handed:
             self._taken.result()[1].close()
@@ -148,16 +154,23 @@ class Listener:
         # never writes its token must not outlive the listener.
         check = asyncio.current_task()
         assert check is not None
-        self._checks.add(check)
+        self._checks[check] = None
+        if len(self._checks) > MAX_UNCHECKED:
+            next(iter(self._checks)).cancel()
         try:
-            presented = await read_channel_frame(reader)
-        except (asyncio.IncompleteReadError, protocol.FrameError, ConnectionError):
+            presented = await asyncio.wait_for(read_channel_frame(reader), PRESENT_TIMEOUT_S)
+        except (
+            asyncio.IncompleteReadError,
+            protocol.FrameError,
+            ConnectionError,
+            TimeoutError,
+        ):
             presented = ""
         except asyncio.CancelledError:
             writer.close()
             raise
         finally:
-            self._checks.discard(check)
+            self._checks.pop(check, None)
         if hmac.compare_digest(presented.encode(), self._token.encode()):
             self._take((reader, writer))
         else:
