@@ -18,6 +18,7 @@ import pytest
 from runtime.client import Client
 from runtime.client.sdk import SessionHandle
 from runtime.sandbox.docker import channel
+from tests.docker import test_lifecycle as lifecycle
 from tests.docker import test_restarts as restarts
 
 pytestmark = [pytest.mark.docker, pytest.mark.static_agent]
@@ -163,6 +164,12 @@ def test_the_restart_checks_pass_on_the_channel(
         return instance(**{"agent": "static", **overrides})
 
     check(static, docker_client)
+
+
+def test_a_container_that_dies_is_seen_as_lost(make_daemon: Any, docker_client: Any) -> None:
+    # Its end is the end of the socket, as it was of the attach stream.
+    with Client(make_daemon(agent="static").target) as client:
+        lifecycle.test_container_killed_mid_call_is_sandbox_lost(client, docker_client)
 
 
 def test_the_token_lives_outside_the_sandbox_and_goes_with_it(
