@@ -29,9 +29,12 @@ LABEL_TENANT = "toolrt.tenant"
 AGENT_DIR_IN_SANDBOX = "/opt/toolrt/agent"
 
 
-def agent_command() -> list[str]:
-    """The sandbox's main process, the static agent, as the sandbox sees it."""
-    return [f"{AGENT_DIR_IN_SANDBOX}/{agent_dir.STATIC_AGENT}"]
+def agent_command(channel: bool = False) -> list[str]:
+    """The sandbox's main process, the static agent, as the sandbox sees it.
+    With `channel` it dials protocol.AGENT_SOCKET instead of speaking on its
+    stdio (docker/channel.py)."""
+    static = [f"{AGENT_DIR_IN_SANDBOX}/{agent_dir.STATIC_AGENT}"]
+    return [*static, "--channel", protocol.AGENT_SOCKET] if channel else static
 
 
 def prepare_agent_dir(target: str = "") -> str:
