@@ -117,8 +117,8 @@ async def map_agent_start(
     except SandboxLost as exc:
         if await ended_by_itself():
             msg = (
-                f"{what}: the in-sandbox agent exited at start-up; the image "
-                f"{image!r} needs python3 (3.9 or newer) on its PATH"
+                f"{what}: the in-sandbox agent exited at start-up in the image {image!r} "
+                "(an image of another architecture than the host's?)"
             )
             raise BadRequest(msg) from exc
         msg = f"{what}: the sandbox was stopped or removed while it started"
