@@ -50,7 +50,6 @@ helper: $(HELPER) ## build the agent's native spawn helper
 
 # The static agent (static-agent/, Go, stdlib only): one binary with no libc
 # dependency, so it runs in any Linux image of the host's architecture.
-# Opt-in for now (config key `agent = "static"`); the Python agent stays the default.
 GO ?= go
 AGENT := runtime/agent/toolrt-agent
 AGENT_SOURCES := static-agent/go.mod $(shell find static-agent -name '*.go' -not -name '*_test.go' 2>/dev/null)
@@ -64,7 +63,7 @@ $(AGENT): $(AGENT_SOURCES)
 	cd static-agent && CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o ../$(AGENT) .
 	@echo "built $(AGENT) ($$(stat -c %s $(AGENT)) bytes)"
 
-agent: $(AGENT) $(HELPER) ## build the static agent (Go) beside the Python one; it starts commands through the C helper
+agent: $(AGENT) $(HELPER) ## build the static agent (Go), the in-sandbox agent; it starts commands through the C helper
 
 test-agent: go ## go vet and go test of the static agent (its codec against the golden frames)
 	cd static-agent && CGO_ENABLED=0 $(GO) vet ./... && CGO_ENABLED=0 $(GO) test ./...
@@ -85,7 +84,7 @@ agent-proto-check: $(STAMP) go ## fail if static-agent/protocol differs from wha
 	if [ -n "$$new" ]; then echo "generated but not committed: $$new"; exit 1; fi
 
 # A wheel that carries the static agent and the helper beside the Python code,
-# so hosts without Go or a C compiler can run `agent = "static"`. Both binaries
+# so hosts without Go or a C compiler can run sandboxes. Both binaries
 # are linked statically (no libc, no shared library at all), so they run on any
 # Linux of the host's architecture: the manylinux2014 tag (glibc >= 2.17, which
 # they do not even need) is truthful, and py3-none says the Python code is pure. An
@@ -112,14 +111,14 @@ daemon-image: image ## the daemon's own container image (toolrt-daemon), offline
 run: image ## start the daemon in the foreground on 127.0.0.1:50051
 	$(VENV)/bin/toolrt serve $(ARGS)
 
-test: image agent ## the whole suite against the real Docker engine (the long chaos cases: make chaos; the static agent's reruns: make test-static-agent)
+test: image agent ## the whole suite against the real Docker engine (the long chaos cases: make chaos; images without Python and the wheel: make test-static-agent)
 	$(PY) -m pytest -m "not chaos and not static_agent" $(PYTEST_ARGS)
 
-# The Python agent's Docker checks rerun on the static (Go) agent, on the
-# default image and a BusyBox-only one (a few minutes): their own target so
-# that make test stays within its budget; CI runs both. With them, the
-# platform wheel installed outside the checkout serves the static agent.
-test-static-agent: image agent wheel ## the static agent's Docker suite (its reruns of the Python agent's checks, the platform wheel installed)
+# The agent on images other than the default (BusyBox only, no python3, no
+# /etc/passwd), fuzzed frames from inside, and the platform wheel installed
+# outside the checkout serving sandboxes: their own target (the wheel build
+# takes a minute); CI runs it after make test.
+test-static-agent: image agent wheel ## the agent on a BusyBox-only image, fuzzed from inside, and served from the installed platform wheel
 	$(PY) -m pytest -m "static_agent and not chaos" $(PYTEST_ARGS)
 
 # The Docker suite again with every sandbox under gVisor (TOOLRT_TEST_RUNTIME=runsc;

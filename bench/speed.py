@@ -20,8 +20,7 @@ Operations: `GetSession` (the transport and authentication alone), an
 Execute of an unknown tool (the call path without the sandbox), `shell
 true`, `write_file` of 1 KiB and `read_file` of a 1 MiB file (2000 lines
 of it returned).
-`--agent static` measures the static agent (`make agent`) instead of the
-Python one; the agent's resident memory is reported after the runs.
+The agent's resident memory is reported after the runs.
 Needs the Docker engine (cgroup v1 or v2) and the sandbox image.
 """
 
@@ -121,18 +120,17 @@ def _rss_kib(pid: int) -> int:
 
 
 @contextlib.contextmanager
-def _daemon(plain: bool, agent: str) -> Iterator[Daemon]:
+def _daemon(plain: bool) -> Iterator[Daemon]:
     instance = f"speed-{uuid.uuid4().hex[:8]}"
-    settings = {"TOOLRT_AGENT": agent}
     if plain:
-        d = Daemon(instance, 0, settings=settings)
+        d = Daemon(instance, 0)
         try:
             yield d
         finally:
             d.stop()
         return
     with tempfile.TemporaryDirectory(prefix="toolrt-speed-") as tmp:
-        d = featured(instance, "", Path(tmp), settings=settings)
+        d = featured(instance, "", Path(tmp))
         try:
             yield d
         finally:
@@ -145,12 +143,12 @@ def _ok(result: object) -> None:
 
 
 def measure(
-    calls: int, rounds: int, plain: bool = False, agent: str = "python"
+    calls: int, rounds: int, plain: bool = False
 ) -> tuple[dict[str, dict[str, float]], int]:
     """The table, and the agent's resident KiB once the calls are done."""
     engine = docker.from_env(timeout=60)
     try:
-        with _daemon(plain, agent) as d, d.client.session() as s:
+        with _daemon(plain) as d, d.client.session() as s:
             agent_pid = engine.api.inspect_container(container_name(s.id))["State"]["Pid"]
             shell(d.client, s.id, "yes 0123456789abcdefghijklmnopqrstu | head -c 1048576 > big")
             small = "x" * 1023 + "\n"
@@ -188,12 +186,11 @@ def main() -> int:
     parser.add_argument(
         "--plain", action="store_true", help="no tokens, audit log or metrics (durable state stays)"
     )
-    parser.add_argument("--agent", choices=("python", "static"), default="python")
     args = parser.parse_args()
-    table, rss = measure(args.calls, args.rounds, args.plain, args.agent)
+    table, rss = measure(args.calls, args.rounds, args.plain)
     load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
     rounds = f"median of {args.rounds} rounds of {args.calls} calls"
-    print(f"{args.agent} agent: CPU ms per call, {rounds} (load {load})")
+    print(f"CPU ms per call, {rounds} (load {load})")
     print(f"| operation | {' | '.join(COLUMNS)} |")
     print(f"|---|{'---:|' * len(COLUMNS)}")
     for name, cols in table.items():

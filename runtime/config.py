@@ -413,22 +413,13 @@ class Config(BaseModel):
     docker_workers: int = Field(32, ge=1)
     """Threads that run the (blocking) Docker SDK, so dozens of sessions can
     be created or closed at once without touching the event loop."""
-    native_spawn: bool = True
-    """Start each call's command with the agent's C launcher (built at start-up
-    when a C compiler exists, or by `make helper`) rather than a fork of the
-    agent: same behaviour, a few ms less per call. Without the helper binary
-    the agent forks regardless."""
-    agent: Literal["python", "static"] = "python"
-    """The in-sandbox agent Docker sandboxes run: "python" (runtime/agent, run
-    by the image's python3) or "static" (the Go binary `make agent` builds
-    beside it: any image, no python3 needed). The static agent does
-    commands (foreground and background), the file operations, secrets,
-    archives, the egress relay, terminals (a program's tty, shell's tty and
-    process_input) and the exec API's programs and path operations, as the
-    sandbox user or a session's other users and root (the python tool too),
-    and the spare shell (`spare_shell`). The daemon refuses to start with
-    "static" when the binary or the C launcher it starts commands with is
-    missing."""
+    agent: Literal["static"] = "static"
+    """The in-sandbox agent: the static binary `make agent` builds (Go, no
+    libc) beside the C launcher it starts every command with; the platform
+    wheel carries both. It runs in any Linux image of the host's
+    architecture, python3 or not. The daemon refuses to start when either is
+    missing. (The Python agent, "python", was removed; so was `native_spawn`:
+    every command starts through the launcher.)"""
     spare_shell: bool = True
     """While a session is idle, keep the next call's shell started ahead (one
     per session, about 0.5 MiB): a call that can use it skips the shell's

@@ -5,9 +5,10 @@ For every message of runtime/static-agent/protocol.py, in static-agent/protocol/
   (non-ASCII text, an astral character, escapes, floats, nested messages);
 - `OP-defaults.frame`: the message with its defaults, and `OP-defaults.in`,
   a header naming only op, id and epoch, which must decode to it;
-- `bad-*.in`: frames both decoders must refuse;
-and in static-agent/testdata the commands' syscall filter per architecture
-and the shell-state trap commands are wrapped in (state.wrap_command).
+- `bad-*.in`: frames both decoders must refuse.
+(static-agent/testdata also holds the commands' syscall filter per
+architecture and the shell-state trap as the Python agent, since removed,
+wrote them: fixed vectors the static agent's tests keep it to.)
 
 The rule both sides test (tests/unit/test_agent_golden.py, `go test` in
 static-agent/protocol): NAME.frame decodes and encodes back to the same bytes;
@@ -17,7 +18,6 @@ NAME.in decodes to what NAME.frame holds; a bad-*.in is refused.
 
 from __future__ import annotations
 
-import itertools
 import json
 import shutil
 import struct
@@ -29,11 +29,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from runtime.agent import protocol, records, seccomp, state  # noqa: E402
+from runtime.agent import protocol, records  # noqa: E402
 
 GOLDEN = ROOT / "static-agent" / "protocol" / "testdata" / "golden"
-# The commands' syscall filter (seccomp.py), per architecture.
-FILTERS = ROOT / "static-agent" / "testdata"
 TEXT = 'caf\u00e9 \U0001f600 "quoted" \\ \n\t\x01\x7f'
 
 
@@ -105,15 +103,6 @@ def main() -> int:
         (GOLDEN / f"{cls.OP}-defaults.in").write_bytes(frame(minimal))
     for name, data in BAD.items():
         (GOLDEN / f"bad-{name}.in").write_bytes(data)
-    FILTERS.mkdir(exist_ok=True)
-    for machine in seccomp.ARCHES:
-        (FILTERS / f"seccomp-{machine}.hex").write_text(seccomp.program(machine).hex() + "\n")
-    wrapped = [
-        [command, *flags, state.wrap_command(command, *flags)]
-        for command in ("echo 'it''s' $HOME; exit 3", "")
-        for flags in itertools.product((False, True), repeat=3)
-    ]
-    (FILTERS / "wrap_command.json").write_text(json.dumps(wrapped, indent=1) + "\n")
     print(f"wrote {len(list(GOLDEN.iterdir()))} files in {GOLDEN.relative_to(ROOT)}")
     return 0
 

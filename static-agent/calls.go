@@ -11,6 +11,7 @@ package main
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -47,6 +48,9 @@ type Runner struct {
 	nextGroup uint32
 	exits     map[int]*exitHook
 	reaped    chan struct{} // closed at each reap (nextReap)
+	// Stops runaway leftovers when a start ran into the pids or memory
+	// limit (Agent.relieve); the start is then tried once more.
+	relieve func(kind string, keep ...uint32) bool
 }
 
 // exitHook is what the reaper does for a command's main process: `before`
@@ -146,6 +150,8 @@ func (a *Agent) exec(id, epoch int64, request *protocol.Exec, stdin []byte) {
 	}
 	started := time.Now()
 	oomBefore, oomKnown := oomKills()
+	// Leftovers of earlier calls must not leave this one without room.
+	a.relieve(pressure())
 	call := &Call{id: id, epoch: epoch, request: request, stop: make(chan string, 1),
 		output: make(chan struct{}, 1), redactor: a.redactor.get()}
 	// The next call's shell starts once this one is answered, the session idle.
@@ -159,10 +165,19 @@ func (a *Agent) exec(id, epoch int64, request *protocol.Exec, stdin []byte) {
 	if run == nil {
 		var err error
 		if run, err = a.runner.start(call, stdin, shellOf()); err != nil {
-			fail(protocol.Internal, "cannot start the command: "+err.Error())
+			code, message := protocol.Internal, "cannot start the command: "+err.Error()
+			var errno syscall.Errno
+			if errors.As(err, &errno) {
+				code, message = failureOfSpawn(stageExec, errno, "")
+			}
+			for _, note := range a.healer.takeNotes() {
+				message += "; " + note
+			}
+			fail(code, message)
 			return
 		}
 	}
+	a.healer.started(call.group, request.CallID)
 	a.mu.Lock()
 	a.calls[id] = call
 	a.mu.Unlock()
@@ -236,6 +251,7 @@ func (a *Agent) exec(id, epoch int64, request *protocol.Exec, stdin []byte) {
 		result.Stderr = run.stderr.capture.finish(&body)
 	}
 	result.DurationMS = time.Since(started).Milliseconds()
+	result.Notes = append(result.Notes, a.healer.takeNotes()...)
 	forget()
 	a.answerCall(id, epoch, request, &result, body.Bytes())
 }
@@ -515,7 +531,17 @@ func (r *Runner) launchWith(call *Call, environment map[string]string, program [
 	argv := append([]string{r.helper, r.filter, strconv.FormatUint(uint64(call.group), 10),
 		user.launcherUID(), strconv.Itoa(user.gid), call.request.Cwd},
 		program...)
-	pid, err := syscall.ForkExec(r.helper, argv, &syscall.ProcAttr{Env: env, Files: files})
+	attr := &syscall.ProcAttr{Env: env, Files: files}
+	pid, err := syscall.ForkExec(r.helper, argv, attr)
+	if kind := shortOf(err); kind != "" && r.relieve != nil {
+		// The reaper takes this lock: let it reap what relieve stops.
+		r.mu.Unlock()
+		relieved := r.relieve(kind, call.group)
+		r.mu.Lock()
+		if relieved {
+			pid, err = syscall.ForkExec(r.helper, argv, attr)
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("the launcher %s: %w", r.helper, err)
 	}

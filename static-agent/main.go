@@ -2,7 +2,8 @@
 //
 // The same protocol as the Python agent (runtime/agent), the same start:
 // root with only SETUID, SETGID and KILL, framed messages on the attached
-// stdin/stdout. One binary with no libc dependency, so it runs in any Linux
+// stdin/stdout, or (`--channel PATH`, under Docker) on a unix socket it
+// dials (channel.go). One binary with no libc dependency, so it runs in any Linux
 // image of its architecture, with or without Python. This is its first
 // slice: the handshake, commands (exec, cancel, background processes and
 // their requests), the file operations resolve, read, write, unlink and
@@ -39,6 +40,7 @@ type Agent struct {
 	// Running Spawns, by request id (guarded by mu).
 	programs map[int64]*program
 	in       *os.File
+	ch       *channel // the socket the protocol travels on; nil: stdio
 	decoder  protocol.Decoder
 	decMu    sync.Mutex
 	stale    int // bytes still to skip: written before the latest resync
@@ -50,6 +52,8 @@ type Agent struct {
 	redactor redactorSlot
 	// The next call's shell, started ahead (spares.go).
 	spares spareSlot
+	// Runaway leftovers stopped, and the notes saying so (healing.go).
+	healer *healer
 }
 
 // Handler answers one request (in its own goroutine when it may block).
@@ -69,10 +73,16 @@ func main() {
 	syscall.Umask(0o022)
 	// Not dumpable: the sandbox user cannot ptrace it or read its memory.
 	_, _, _ = syscall.RawSyscall(syscall.SYS_PRCTL, prSetDumpable, 0, 0)
-	in, out, err := privateProtocolFds()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "toolrt-agent: %v\n", err)
-		os.Exit(1)
+	var in, out *os.File
+	path := channelPath(os.Args)
+	if path != "" {
+		nullStdio()
+	} else {
+		var err error
+		if in, out, err = privateProtocolFds(); err != nil {
+			fmt.Fprintf(os.Stderr, "toolrt-agent: %v\n", err)
+			os.Exit(1)
+		}
 	}
 	if os.Getpid() != 1 {
 		// Outside a container the orphans of commands should still come here.
@@ -83,9 +93,18 @@ func main() {
 		fmt.Fprintf(os.Stderr, "toolrt-agent: %v\n", err)
 		os.Exit(1)
 	}
-	a := &Agent{in: in, out: out, calls: map[int64]*Call{}, programs: map[int64]*program{}, transfers: map[int64]*transfer{}, runner: runner, kept: newKept()}
+	a := &Agent{in: in, out: out, calls: map[int64]*Call{}, programs: map[int64]*program{}, transfers: map[int64]*transfer{}, runner: runner, kept: newKept(), healer: newHealer()}
+	if path != "" {
+		a.ch = &channel{path: path}
+	}
+	runner.relieve = a.relieve
+	reserveThreads(spareThreads)
 	a.watchSignals()
 	go a.reap()
+	go a.watchPressure()
+	if a.ch != nil {
+		a.serveChannel()
+	}
 	a.serve(in)
 }
 
@@ -101,18 +120,14 @@ func privateProtocolFds() (*os.File, *os.File, error) {
 		}
 		fds[i] = int(fd)
 	}
-	null, err := syscall.Open("/dev/null", syscall.O_RDWR, 0)
-	if err == nil {
-		_ = syscall.Dup3(null, 0, 0)
-		_ = syscall.Dup3(null, 1, 0)
-		_ = syscall.Close(null)
-	}
+	nullStdio()
 	// Non-blocking: the runtime's poller waits for the daemon's bytes.
 	_ = syscall.SetNonblock(fds[0], true)
 	return os.NewFile(uintptr(fds[0]), "protocol-in"), os.NewFile(uintptr(fds[1]), "protocol-out"), nil
 }
 
-// watchSignals: SIGUSR1 asks for a resync (a new daemon attached). Every
+// watchSignals: SIGUSR1 asks for a resync (a new daemon attached, or on
+// the channel listens). Every
 // other catchable signal a process of the sandbox may send is taken and
 // dropped: as PID 1 with a handler, the default (exit, stop) never applies.
 // Handled rather than ignored, so that commands start with the defaults.
@@ -135,7 +150,11 @@ func (a *Agent) watchSignals() {
 	}()
 	go func() {
 		for range resync {
-			a.resync(a.in)
+			if a.ch != nil {
+				a.redial()
+			} else {
+				a.resync(a.in)
+			}
 		}
 	}()
 }
@@ -184,12 +203,17 @@ func (a *Agent) serve(in *os.File) {
 	}
 }
 
-// feed decodes what arrived (under decMu); a violation's bytes are dropped
-// and what followed them is read on.
+// feed decodes what arrived on stdin (under decMu).
 func (a *Agent) feed(data []byte) []*protocol.Frame {
+	return decodeAll(&a.decoder, data)
+}
+
+// decodeAll feeds a decoder; a violation's bytes are dropped and what
+// followed them is read on.
+func decodeAll(decoder *protocol.Decoder, data []byte) []*protocol.Frame {
 	var all []*protocol.Frame
 	for {
-		frames, err := a.decoder.Feed(data)
+		frames, err := decoder.Feed(data)
 		all = append(all, frames...)
 		if err == nil {
 			return all
@@ -272,6 +296,10 @@ func (a *Agent) sendEpoch(m protocol.Message, id, epoch int64, body []byte) {
 	}
 	a.sendMu.Lock()
 	defer a.sendMu.Unlock()
+	if a.ch != nil {
+		a.ch.write(frame)
+		return
+	}
 	_, _ = a.out.Write(frame)
 }
 

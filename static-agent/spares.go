@@ -1,10 +1,10 @@
 package main
 
-// The agent's one spare shell (spare.go) and where the next one starts, as
-// runtime/agent/calls.py keeps them: a call takes the spare when it may
-// become its shell, each call says where the next one starts, and once the
-// session is idle (no call or program running) and has room (room.go) the
-// next call's shell starts. Off with TOOLRT_SPARE_SHELL=0.
+// The agent's one spare shell (spare.go) and where the next one starts: a
+// call takes the spare when it may become its shell, each call says where
+// the next one starts, and once the session is idle (no call or program
+// running) and has room (no pressure, healing.go) the next call's shell
+// starts. Off with TOOLRT_SPARE_SHELL=0.
 
 import (
 	"os"
@@ -85,7 +85,7 @@ func (a *Agent) spareWhenIdle() {
 	s.mu.Lock()
 	plan, waiting := s.plan, s.shell != nil
 	s.mu.Unlock()
-	if plan == nil || waiting || a.busy() || shortOfRoom() != "" {
+	if plan == nil || waiting || a.busy() || pressure() != "" {
 		return
 	}
 	sp := a.runner.startSpare(plan, a.spareReaped)

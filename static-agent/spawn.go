@@ -335,6 +335,8 @@ func (a *Agent) launchProgram(p *program) (*startedProgram, error) {
 		outputs = []int{outR, errR}
 		files = []uintptr{uintptr(stdin), uintptr(outW), uintptr(errW), uintptr(reportW)}
 	}
+	// Leftovers of earlier calls must not leave this program without room.
+	a.relieve(pressure())
 	exit, err := a.runner.launch(p.call, p.argv, files, nil)
 	if err != nil {
 		return fail(err)

@@ -24,7 +24,6 @@ import psutil
 import pytest
 from _pytest.mark.structures import ParameterSet
 
-from runtime.agent import spare
 from runtime.client import Client, ToolrtRpcError
 from runtime.config import Config, Limits
 from runtime.sandbox.backend import ConnectedSandbox, SandboxSpec
@@ -32,6 +31,8 @@ from runtime.sandbox.local import LocalBackend
 
 # The OCI runtime of every sandbox the Docker tests start ("" = the engine's default).
 TEST_RUNTIME = os.environ.get("TOOLRT_TEST_RUNTIME", "")
+# The variable the spare shell reads its go byte into: it names the waiting shell in ps.
+SPARE_MARK = "__toolrt_g"
 
 
 def under_gvisor() -> bool:
@@ -72,11 +73,12 @@ def sandbox_processes(docker_client, session_id: str) -> list[list[str]]:
 
 def user_processes(docker_client, session_id: str) -> list[str]:
     """Commands of processes in the sandbox other than the agent itself and
-    the shell it started ahead for the next call (runtime/agent/spare.py)."""
+    the shell it started ahead for the next call (the spare shell, which
+    waits reading its go byte into SPARE_MARK)."""
     return [
         p[3]
         for p in sandbox_processes(docker_client, session_id)
-        if "/opt/toolrt/" not in " ".join(p) and spare.BOOT not in " ".join(p)
+        if "/opt/toolrt/" not in " ".join(p) and SPARE_MARK not in " ".join(p)
     ]
 
 
@@ -260,11 +262,10 @@ def spec(**limits: Any) -> SandboxSpec:
 
 def with_sandbox(
     test: Callable[[LocalBackend, ConnectedSandbox], Awaitable[None]],
-    native_spawn: bool = True,
     **limits: Any,
 ) -> None:
     async def run() -> None:
-        backend = LocalBackend(Config(native_spawn=native_spawn))
+        backend = LocalBackend(Config())
         try:
             await test(backend, await backend.create(spec(**limits)))
         finally:

@@ -53,7 +53,9 @@ MAX_BODY = 256 << 20
 # 6: programs (Spawn with tty, size and user; Resize; stat/read_path/
 #    write_path as a user), the python tool's interpreter, process_input.
 #    A session whose agent speaks 5 is refused at re-adoption with the reason.
-VERSION = 6
+# 7: the static agent's channel: a unix socket it dials (AGENT_SOCKET), opened
+#    by a Channel frame (its token) each way, instead of the container's stdio.
+VERSION = 7
 
 # Error codes the agent answers with (`Failure.code`); the daemon maps them
 # to its tool failures in runtime/sandbox/agent_client.py.
@@ -144,6 +146,19 @@ class Resync(Message):
 
     OP: ClassVar[str] = "resync"
     pid: int = 0
+
+
+@records.record
+class Channel(Message):
+    """The first frame on the static agent's socket (request id 0, epoch 0),
+    never answered. At creation the daemon sends it: the token it keeps
+    outside the sandbox. When a new daemon listens again (after a restart)
+    the agent sends it back before its Resync, and the daemon takes only the
+    connection that presents the token: root in the sandbox may dial the
+    socket too, but never saw the token."""
+
+    OP: ClassVar[str] = "channel"
+    token: str = ""
 
 
 @records.record
@@ -542,6 +557,9 @@ class Transferred(Message):
 RELAY_PORT = 3128
 RELAY_DIR = "/opt/toolrt/egress"
 RELAY_SOCKET = RELAY_DIR + "/proxy.sock"
+# The static agent's protocol socket in the same directory (Channel): unlike
+# the container's stdio, a socket cannot be reopened through /proc/1/fd.
+AGENT_SOCKET = RELAY_DIR + "/agent.sock"
 
 
 @records.record
@@ -755,6 +773,7 @@ REQUESTS: Tuple[Type[Message], ...] = (
 REPLIES: Tuple[Type[Message], ...] = (
     Failure,
     Resync,
+    Channel,
     HelloReply,
     Pong,
     ExecResult,

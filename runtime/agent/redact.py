@@ -1,4 +1,4 @@
-"""A session's secrets inside the agent: their environment, and their redaction.
+"""A session's secrets: how they travel to the agent, and their redaction.
 
 The daemon sends the session's secrets once (the `secrets` op, values in the
 frame's body, never on a command line or in an environment the sandbox user
@@ -6,13 +6,14 @@ can read; the agent's memory is root's). From then on every command gets
 them as environment variables, and every value (and its base64 forms) is
 replaced by `[REDACTED:NAME]` in what the agent answers: command output
 before it is cut to head and tail or streamed, background output, file
-reads and text files of archives.
+reads and text files of archives. This module is the one definition: the
+static agent's redact.go is held to it byte for byte (the cases
+scripts/gen_agent_redact.py writes), and the daemon redacts with it what it
+builds itself from file contents.
 
 Redaction is a safety net, not a boundary: a command can print a secret
 reversed, hex-encoded or a byte at a time, and nothing here catches that.
 
-Stdlib only, Python >= 3.9 (runs inside sandboxes; the daemon imports it
-too, to redact what it builds itself from file contents).
 """
 
 from __future__ import annotations
@@ -20,13 +21,7 @@ from __future__ import annotations
 import base64
 import json
 import re
-from typing import TYPE_CHECKING, Dict, List, Optional, Pattern, Tuple
-
-from . import protocol
-from .ops import operation
-
-if TYPE_CHECKING:
-    from .loop import Agent
+from typing import Dict, List, Optional, Pattern, Tuple
 
 # Names as environment variables may carry them.
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
@@ -236,14 +231,3 @@ class Stream:
         """What is held back, redacted: the stream has ended."""
         data, self.held = self.held, b""
         return self.redactor.redact(data)
-
-
-@operation(protocol.Secrets)
-def op_secrets(agent: Agent, rid: int, request: protocol.Secrets, body: bytes) -> None:
-    try:
-        secrets = decode_secrets(body)
-    except ValueError as exc:
-        agent.fail(rid, protocol.INVALID_ARGUMENTS, str(exc))
-        return
-    agent.redactor = Redactor(secrets)
-    agent.send(protocol.Done(), rid)

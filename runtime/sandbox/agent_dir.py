@@ -1,8 +1,10 @@
 """The agent's directory as sandboxes mount it, with the native helper built in it.
 
-The package carries the agent's Python files and the C source of its
-per-call subreaper (`spawn.c`). At start-up the daemon readies the directory
-its sandboxes bind-mount read-only:
+The package carries the static agent (`toolrt-agent`, built by `make agent`
+or shipped in the platform wheel), the C source of the launcher it starts
+every command with (`spawn.c`) and the Python files sandboxes run (the python
+tool's interpreter). At start-up the daemon readies the directory its
+sandboxes bind-mount read-only:
 - with `agent_dir` set, the agent's files are copied there first (only what
   changed; files the package no longer has are removed), so the mount source
   can be a path the host and a containerised daemon share;
@@ -10,9 +12,8 @@ its sandboxes bind-mount read-only:
   image, when it is missing or was built from another `spawn.c` (its stamp,
   `toolrt-spawn.sha256`, holds the source's digest) and a C compiler exists;
   a wheel built by `make wheel` ships both, so such hosts compile nothing;
-  without one the agent forks its Python subreaper instead (the same
-  behaviour, a few ms slower per call), as it always did;
-- it is byte-compiled in place, so no sandbox compiles the agent anew.
+  without one the daemon refuses to start (`require_static_agent`);
+- it is byte-compiled in place, so no sandbox compiles the interpreter anew.
 Everything is written to a temporary name and renamed, so daemons starting
 at once never see half a file.
 """
@@ -39,8 +40,8 @@ HELPER_SOURCE = "spawn.c"
 # helper` and by build_helper): staleness by content, because installs (pip,
 # distribution packages) set the files' mtimes in any order.
 HELPER_STAMP = "toolrt-spawn.sha256"
-# The static agent (static-agent/, Go), built by `make agent` beside the
-# Python one; copied like it, never built here (hosts have no Go).
+# The static agent (static-agent/, Go), built by `make agent`; copied like
+# the rest, never built here (hosts have no Go).
 STATIC_AGENT = "toolrt-agent"
 COMPILERS = ("cc", "gcc", "clang")
 COMPILE_TIMEOUT_S = 120
@@ -116,9 +117,7 @@ def build_helper(agent_dir: Path) -> bool:
         return True
     cc = compiler()
     if not source.is_file() or not cc:
-        log.info(
-            "no C compiler (or no %s): sandboxes use the agent's Python spawn path", HELPER_SOURCE
-        )
+        log.info("no C compiler (or no %s): the launcher cannot be built here", HELPER_SOURCE)
         return (agent_dir / HELPER).is_file()
     with tempfile.TemporaryDirectory(prefix="toolrt-helper-") as tmp:
         out = Path(tmp) / HELPER
@@ -128,11 +127,11 @@ def build_helper(agent_dir: Path) -> bool:
                 command, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S, check=False
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
-            log.warning("building the agent's native helper failed (%s): Python spawn path", exc)
+            log.warning("building the agent's native helper failed (%s)", exc)
             return False
         if done.returncode != 0:
             log.warning(
-                "building the agent's native helper failed (%s): the Python spawn path is used",
+                "building the agent's native helper failed (%s)",
                 (done.stderr.strip().splitlines() or ["no output"])[-1][:300],
             )
             return False
@@ -160,12 +159,12 @@ def prepare(source: Path, target: str = "") -> str:
 
 def require_static_agent(agent_dir: str) -> None:
     """ConfigurationError unless `agent_dir` holds the static agent and the
-    launcher it starts commands with (the config's `agent = "static"`)."""
+    launcher it starts commands with."""
     missing = [name for name in (STATIC_AGENT, HELPER) if not (Path(agent_dir) / name).is_file()]
     if missing:
         msg = (
-            f'agent = "static" but {agent_dir} has no {" and no ".join(missing)}: install '
-            "the platform wheel `make wheel` builds (it carries both), or build them in a "
-            'checkout with `make agent` (Go and a C compiler), or set agent = "python"'
+            f"the in-sandbox agent is missing: {agent_dir} has no {' and no '.join(missing)}: "
+            "install the platform wheel `make wheel` builds (it carries both), or build them "
+            "in a checkout with `make agent` (Go and a C compiler)"
         )
         raise ConfigurationError(msg)

@@ -16,7 +16,7 @@ from typing import Protocol
 
 from runtime import agent as agent_package
 from runtime.agent import protocol
-from runtime.config import Config, Limits
+from runtime.config import Limits
 from runtime.constants import DEFAULT_TENANT
 from runtime.sandbox import agent_dir
 from runtime.sandbox.agent_client import AgentClient
@@ -29,12 +29,12 @@ LABEL_TENANT = "toolrt.tenant"
 AGENT_DIR_IN_SANDBOX = "/opt/toolrt/agent"
 
 
-def agent_command(config: Config, python: str = "python3") -> list[str]:
-    """The sandbox's main process: the agent the config names (the Python
-    one run by `python`, or the static binary), as the sandbox sees it."""
-    if config.agent == "static":
-        return [f"{AGENT_DIR_IN_SANDBOX}/{agent_dir.STATIC_AGENT}"]
-    return [python, "-I", f"{AGENT_DIR_IN_SANDBOX}/main.py"]
+def agent_command(channel: bool = False) -> list[str]:
+    """The sandbox's main process, the static agent, as the sandbox sees it.
+    With `channel` it dials protocol.AGENT_SOCKET instead of speaking on its
+    stdio (docker/channel.py)."""
+    static = [f"{AGENT_DIR_IN_SANDBOX}/{agent_dir.STATIC_AGENT}"]
+    return [*static, "--channel", protocol.AGENT_SOCKET] if channel else static
 
 
 def prepare_agent_dir(target: str = "") -> str:

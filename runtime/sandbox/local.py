@@ -8,9 +8,8 @@ code build it explicitly (`build_core(config, backend=LocalBackend(config))`).
 Each sandbox is `unshare --mount --pid --net --uts --ipc --fork` running
 local_root.py, which builds a private root (the host's system directories
 read-only, tmpfs /workspace and /tmp, the agent package at its usual mount
-point), chroots into it and execs the agent the config's `agent` names (the
-Python one, or the static binary the Docker backend would mount) as PID 1
-of the new namespace.
+point), chroots into it and execs the static agent the Docker backend
+would mount as PID 1 of the new namespace.
 So the agent's hard-coded /workspace, /tmp and sandbox uid never touch the
 host's real paths, even when the tests run as root. The agent speaks its
 frames over the child's stdin/stdout (no Docker headers); its stderr is
@@ -116,26 +115,22 @@ class LocalSandbox(ConnectedSandbox):
         await asyncio.wait([self._stderr_task], timeout=1)
 
 
-def interpreter() -> tuple[str, list[str]]:
-    """The python3 that runs the agent inside, and host directories it needs.
-
-    The host's /usr python3 when there is one (it is in the new root already),
-    else the daemon's own interpreter, its installation mounted read-only at
-    the same path.
-    """
+def python_mounts() -> list[str]:
+    """Host directories a python3 inside needs (the python tool's
+    interpreter): none when the host's /usr has one (it is in the new root
+    already), else the daemon's own installation, mounted read-only at the
+    same path."""
     if shutil.which("python3", path="/usr/local/bin:/usr/bin"):
-        return "python3", []
-    prefix = os.path.realpath(sys.base_prefix)
-    return os.path.join(prefix, "bin", f"python{sys.version_info[0]}"), [prefix]
+        return []
+    return [os.path.realpath(sys.base_prefix)]
 
 
 class LocalBackend(SandboxBackend):
     def __init__(self, config: Config) -> None:
         self._config = config
         self._agent_dir = prepare_agent_dir()
-        if config.agent == "static":
-            require_static_agent(self._agent_dir)
-        self._python, self._extra = interpreter()
+        require_static_agent(self._agent_dir)
+        self._extra = python_mounts()
         self._live: dict[str, LocalSandbox] = {}
         self._epoch = new_epoch()
 
@@ -148,11 +143,9 @@ class LocalBackend(SandboxBackend):
             "agent_dir": self._agent_dir,
             "agent_mount": AGENT_DIR_IN_SANDBOX,
             "extra_read_only": self._extra,
-            "python": self._python,
-            "argv": agent_command(self._config, self._python),
+            "argv": agent_command(),
             "env": {
                 **AGENT_ENV,
-                "TOOLRT_NATIVE_SPAWN": "1" if self._config.native_spawn else "0",
                 "TOOLRT_SPARE_SHELL": "1" if self._config.spare_shell else "0",
             },
         }

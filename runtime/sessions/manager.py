@@ -162,7 +162,9 @@ class SessionManager(RestartOps):
             # leftovers are removed and the sessions re-adopted once it answers.
             log.warning("%s; will retry until the engine answers", exc)
             self._spawn(self._reconcile_later())
-        self.egress.sweep(self._sessions)
+        # Sessions still being re-adopted keep theirs: their containers have
+        # its inode mounted (the static agent's channel and the relay).
+        self.egress.sweep([*self._sessions, *self._adopting])
         if self._pool is not None:
             self._pool.start()
 

@@ -381,11 +381,18 @@ func messageList[T any, P interface {
 
 // writeString writes `s` as json.dumps(ensure_ascii=True) does: every byte
 // outside printable ASCII escaped, non-ASCII as \uXXXX (pairs beyond the
-// BMP). Invalid UTF-8 becomes U+FFFD (Go strings from JSON never hold it).
+// BMP). A byte that is not UTF-8 (a file name's, from the sandbox) travels
+// as Python's surrogateescape writes it, a lone surrogate U+DC80..U+DCFF,
+// so the daemon knows the name was not UTF-8 rather than seeing U+FFFD.
 func writeString(buf *bytes.Buffer, s string) {
 	const hex = "0123456789abcdef"
 	buf.WriteByte('"')
-	for _, r := range s {
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			r = 0xdc00 + rune(s[i])
+		}
+		i += size
 		switch {
 		case r == '"':
 			buf.WriteString(`\"`)
@@ -404,9 +411,6 @@ func writeString(buf *bytes.Buffer, s string) {
 		case r >= 0x20 && r < 0x7f:
 			buf.WriteByte(byte(r))
 		default:
-			if r == utf8.RuneError {
-				r = 0xfffd
-			}
 			units := []rune{r}
 			if r > 0xffff {
 				hi, lo := utf16.EncodeRune(r)

@@ -5,7 +5,7 @@ package protocol
 import "encoding/json"
 
 const (
-	Version          = 6
+	Version          = 7
 	MaxHeader        = 1048576
 	MaxBody          = 268435456
 	NotFound         = "NOT_FOUND"
@@ -43,7 +43,7 @@ type Hello struct {
 // NewHello is a Hello with protocol.py's defaults.
 func NewHello() Hello {
 	return Hello{
-		Version: 6,
+		Version: 7,
 	}
 }
 
@@ -1209,6 +1209,37 @@ func (m *Resync) UnmarshalJSON(data []byte) error {
 	return decodeObject(data, "Resync", m.decodeFields)
 }
 
+// Channel: The first frame on the static agent's socket (request id 0, epoch 0),
+type Channel struct {
+	Token string
+}
+
+// NewChannel is a Channel with protocol.py's defaults.
+func NewChannel() Channel {
+	return Channel{
+		Token: "",
+	}
+}
+
+func (*Channel) Op() string { return "channel" }
+
+func (m *Channel) encodeFields(e *encoder) {
+	e.str("token", m.Token)
+}
+
+func (m *Channel) decodeFields(raw map[string]json.RawMessage) error {
+	if err := field(raw, "token", &m.Token, false, "Channel.token"); err != nil {
+		return err
+	}
+	return nil
+}
+
+// UnmarshalJSON: absent fields keep their defaults, as protocol.from_dict.
+func (m *Channel) UnmarshalJSON(data []byte) error {
+	*m = NewChannel()
+	return decodeObject(data, "Channel", m.decodeFields)
+}
+
 type HelloReply struct {
 	Version int64
 	Python  string
@@ -1220,7 +1251,7 @@ type HelloReply struct {
 // NewHelloReply is a HelloReply with protocol.py's defaults.
 func NewHelloReply() HelloReply {
 	return HelloReply{
-		Version: 6,
+		Version: 7,
 		Python:  "",
 		Pid:     0,
 		Running: []string{},
@@ -2382,6 +2413,7 @@ var kinds = map[string]func() Message{
 	"write_path":        func() Message { m := NewWritePath(); return &m },
 	"error":             func() Message { m := NewFailure(); return &m },
 	"resync":            func() Message { m := NewResync(); return &m },
+	"channel":           func() Message { m := NewChannel(); return &m },
 	"hello_reply":       func() Message { m := NewHelloReply(); return &m },
 	"pong":              func() Message { m := NewPong(); return &m },
 	"exit":              func() Message { m := NewExecResult(); return &m },
@@ -2412,7 +2444,7 @@ var kinds = map[string]func() Message{
 var Requests = []string{"hello", "ack", "ping", "secrets", "exec", "cancel", "process_list", "process_output", "process_input", "process_kill", "stop_leftovers", "resolve", "read", "write", "unlink", "list", "extract", "archive", "relay_start", "spawn", "stat", "read_path", "write_path"}
 
 // Replies are protocol.REPLIES's ops.
-var Replies = []string{"error", "resync", "hello_reply", "pong", "exit", "cancelled", "processes", "process", "input_written", "leftovers_stopped", "resolved", "content", "written", "done", "listing", "transferred", "relay_ready", "spawn_exit", "stat_reply"}
+var Replies = []string{"error", "resync", "channel", "hello_reply", "pong", "exit", "cancelled", "processes", "process", "input_written", "leftovers_stopped", "resolved", "content", "written", "done", "listing", "transferred", "relay_ready", "spawn_exit", "stat_reply"}
 
 // Events are protocol.EVENTS's ops.
 var Events = []string{"out", "data", "credit", "spawned", "stdin", "signal", "resize"}

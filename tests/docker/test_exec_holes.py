@@ -5,13 +5,10 @@ and an idle move to the background that escaped `timeout_s`."""
 
 from __future__ import annotations
 
-import errno
-import os
 import time
 
 import pytest
 
-from runtime.agent import procs, tracker
 from runtime.client import Client
 from tests.helpers import under_gvisor, user_processes
 
@@ -37,53 +34,15 @@ FORGING_CWDS = [
 ]
 
 
-@pytest.mark.parametrize("native", [True, False], ids=["helper", "fork"])
-def test_a_cwd_cannot_forge_the_outcome_of_its_call(make_daemon, native):
-    daemon = make_daemon(native_spawn=native)
-    with Client(daemon.target) as client, client.session() as session:
-        for cwd in FORGING_CWDS:
-            for _ in range(3):
-                result = shell(client, session, "touch /workspace/ran; echo never", cwd=cwd)
-                assert not result.ok, result
-                assert result.error_code == "NOT_FOUND", result
-                assert "No such file or directory" in result.error_message
-        assert shell(client, session, "cd /workspace && ls").output["stdout"] == ""
-        assert shell(client, session, "echo alive").output["stdout"] == "alive\n"
-
-
-def test_the_launcher_reports_one_fixed_record_whatever_the_cwd():
-    # Run on the host: it stops at dropping privileges (not root) or at the
-    # cwd (root); either way its report is one record, the cwd nowhere in it.
-    read, write = os.pipe()
-    cwd = FORGING_CWDS[0]
-    argv = [procs.HELPER, procs.FILTER_HEX, "200000", "1000", "1000", cwd, "/bin/true"]
-    pid = os.posix_spawn(procs.HELPER, argv, {}, file_actions=[(os.POSIX_SPAWN_DUP2, write, 3)])
-    os.close(write)
-    _, status = os.waitpid(pid, 0)
-    with os.fdopen(read, "rb") as pipe:
-        data = pipe.read()
-    assert os.waitstatus_to_exitcode(status) == 127
-    error = procs.decode_report(data)
-    assert error in ((procs.STAGE_CWD, errno.ENOENT), (procs.STAGE_USER, errno.EPERM))
-    code, message = procs.failure_of_spawn(*error, cwd)
-    assert code in ("NOT_FOUND", "INTERNAL") and message.endswith(os.strerror(error[1]))
-
-
-@pytest.mark.parametrize(
-    "data",
-    [
-        b"{" + b'"status": 0}' + b"\n",
-        procs.REPORT.pack(9, procs.STAGE_CWD, errno.ENOENT),
-        procs.encode_report(99, errno.ENOENT),
-        procs.encode_report(procs.STAGE_CWD, 0),
-        procs.encode_report(procs.STAGE_CWD, errno.ENOENT)[:7],
-        procs.encode_report(procs.STAGE_CWD, errno.ENOENT) * 2,
-    ],
-)
-def test_anything_but_nothing_or_one_known_record_is_refused(data):
-    with pytest.raises(procs.ReportError):
-        procs.decode_report(data)
-    assert procs.decode_report(b"") is None
+def test_a_cwd_cannot_forge_the_outcome_of_its_call(client, session):
+    for cwd in FORGING_CWDS:
+        for _ in range(3):
+            result = shell(client, session, "touch /workspace/ran; echo never", cwd=cwd)
+            assert not result.ok, result
+            assert result.error_code == "NOT_FOUND", result
+            assert "No such file or directory" in result.error_message
+    assert shell(client, session, "cd /workspace && ls").output["stdout"] == ""
+    assert shell(client, session, "echo alive").output["stdout"] == "alive\n"
 
 
 # -- 2. the shell-state channel ---------------------------------------------
@@ -250,14 +209,6 @@ def test_each_call_is_marked_by_a_group_it_cannot_shed(session):
     assert other[1] != mine[1]
     assert "PermissionError" in first[1]
     assert first[2] == first[0]
-
-
-def test_call_groups_stay_above_the_images_groups(tmp_path):
-    group_file = tmp_path / "group"
-    group_file.write_text("root:x:0:\nsandbox:x:1000:\nbig:x:250000:\n")
-    groups = tracker.Groups(group_file=str(group_file))
-    assert [groups.allocate(), groups.allocate()] == [250001, 250002]
-    assert tracker.Groups(group_file=str(tmp_path / "none")).allocate() == tracker.GROUP_BASE
 
 
 # -- 6. an idle move to the background ---------------------------------------

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.agent.procs import STATE_FD
 from tests.helpers import under_gvisor
 
 pytestmark = pytest.mark.docker
+# The descriptor the shell-state channel reaches a command on (static-agent, stateFd).
+STATE_FD = 63
 
 
 def test_container_is_labelled_and_hardened(daemon, client, docker_client):

@@ -40,7 +40,11 @@ def installed(tmp_path_factory) -> Path:
 @pytest.mark.timeout(900)
 def test_the_wheel_carries_the_agent_the_helper_source_and_the_recipe(installed):
     names = set(zipfile.ZipFile(installed).namelist())
-    for expected in ("runtime/agent/main.py", "runtime/agent/protocol.py", "runtime/agent/spawn.c"):
+    for expected in (
+        "runtime/agent/interpreter.py",
+        "runtime/agent/protocol.py",
+        "runtime/agent/spawn.c",
+    ):
         assert expected in names
     recipe = {f"runtime/images/default/{p.name}" for p in RECIPE_DIR.iterdir()}
     assert recipe <= names and "runtime/images/default/Dockerfile.offline" in recipe
@@ -100,7 +104,7 @@ def test_a_session_through_the_installed_wheel_from_any_directory(
         status = run(venv_bin / "toolrt", "status", cwd=tmp_path, env=env_client)
         assert status.stdout.splitlines()[0].endswith(": healthy")
         # The agent was copied to agent_dir, with its helper built from the packaged source.
-        assert (agent_dir / "main.py").is_file()
+        assert (agent_dir / "interpreter.py").is_file()
         assert os.access(agent_dir / "toolrt-spawn", os.X_OK)
     finally:
         daemon.send_signal(signal.SIGTERM)

@@ -294,17 +294,6 @@ def test_a_writable_root_under_runsc_overlay_takes_adduser(make_daemon):
                 session.write_file_bytes("/etc/y", b"no")
 
 
-@pytest.mark.parametrize(
-    ("grant", "caps"), [(ROOT, 0), (CAPABLE, ROOT_CAPS)], ids=["root", "capable"]
-)
-def test_the_fork_launcher_hands_root_the_same_capabilities(make_daemon, grant, caps):
-    daemon = make_daemon(native_spawn=False, tenants={"default": grant})
-    with Client(daemon.target) as client, client.session(users=["root"]) as session:
-        found = capabilities(session, "root")
-        assert found["CapEff"] == found["CapPrm"] == caps, found
-        assert capabilities(session, "")["CapPrm"] == 0
-
-
 def outcome_of(run: Any) -> str:
     """ "exit N" of a program run, or the reason of the error it raised."""
     try:

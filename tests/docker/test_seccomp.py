@@ -59,12 +59,8 @@ def probe(session) -> dict[str, str]:
     return json.loads(result.output["stdout"])  # type: ignore[no-any-return]
 
 
-@pytest.mark.parametrize("native_spawn", [True, False], ids=["helper", "fork"])
-def test_dangerous_syscalls_are_refused(make_daemon, native_spawn):
-    from runtime.client import Client
-
-    daemon = make_daemon(native_spawn=native_spawn)
-    with Client(daemon.target) as client, client.session() as session:
+def test_dangerous_syscalls_are_refused(client):
+    with client.session() as session:
         found = probe(session)
         assert set(found) == REFUSED
         # The filter answers EPERM; gVisor's own kernel may refuse first

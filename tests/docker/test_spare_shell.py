@@ -1,6 +1,7 @@
-"""The shell started ahead of a session's next call (runtime/agent/spare.py),
-against a real sandbox: calls use it, and nothing another process of the
-sandbox user does to a waiting spare reaches a call's answer."""
+"""The shell started ahead of a session's next call (static-agent/spare.go),
+against a real sandbox: calls use it, none starts while the sandbox is short
+of pids, a restore does not count it as a leftover, and nothing another
+process of the sandbox user does to a waiting spare reaches a call's answer."""
 
 from __future__ import annotations
 
@@ -171,3 +172,51 @@ def test_a_one_call_environment_never_reaches_another_call_through_a_spare(clien
         time.sleep(1.5)  # the session is idle: the next call's shell may start
         second = shell(client, session, seen)
         assert second.output["stdout"] in ("0\n", "ran\n"), second
+
+
+# Whether this call's shell was a spare: its boot line names __toolrt_g
+# (which this line, a shell's `-c` when it is not, does not spell out).
+# With the shell's builtins and cat alone.
+IN_A_SPARE = 'case "$(cat /proc/$$/cmdline)" in *__toolrt_[g]*) echo spare;; *) echo own;; esac'
+
+
+def shell_after_a_pause(client: Client, session) -> str:
+    assert shell(client, session, "true").ok
+    time.sleep(1.5)  # the session is idle: its next shell may start now
+    seen = shell(client, session, IN_A_SPARE)
+    assert seen.ok and seen.output["exit_code"] == 0, seen
+    return str(seen.output["stdout"])
+
+
+# Leftover sleeps, in groups of at most 12 (none a runaway the agent would
+# stop: a quarter of the limit is 16), until the sandbox is six pids short
+# of its limit (the agent wants eight free before it starts a spare).
+FILL_PIDS = (
+    "c=/sys/fs/cgroup/pids; [ -d $c ] || c=/sys/fs/cgroup; "
+    "n=$(( $(cat $c/pids.max) - $(cat $c/pids.current) - 6 )); "
+    "for ((i = 0; i < n && i < 12; i++)); do sleep 600 & done; echo $n"
+)
+
+
+@pytest.mark.runc_only("gVisor shows the sandbox no cgroup files: room is assumed there")
+def test_no_spare_starts_while_the_pids_limit_is_nearly_full(client):
+    with client.session(limits={"pids": 64}) as session:
+        assert shell_after_a_pause(client, session) == "spare\n"
+        for _ in range(8):
+            filled = shell(client, session, FILL_PIDS)
+            assert filled.ok, filled
+            if int(filled.output["stdout"]) <= 12:
+                break
+        assert shell_after_a_pause(client, session) == "own\n"
+        assert shell(client, session, "pkill -u 1000 -x sleep; true").ok
+        assert shell_after_a_pause(client, session) == "spare\n"
+
+
+def test_stop_leftovers_drops_the_waiting_spare_without_counting_it(daemon, client):
+    # What a restore does first: the spare is toolrt's own, not a leftover.
+    with client.session() as session:
+        assert shell_after_a_pause(client, session) == "spare\n"
+        time.sleep(1.5)  # the next call's spare waits
+        agent = daemon.daemon.core.manager.get("default", session.id).sandbox.agent
+        assert daemon.run(agent.stop_leftovers()) == 0
+        assert shell_after_a_pause(client, session) == "spare\n"

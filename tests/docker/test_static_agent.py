@@ -15,16 +15,9 @@ import pytest
 
 from runtime.client import Client
 from runtime.sandbox.agent_dir import HELPER, STATIC_AGENT
-from tests.docker import test_background as background
-from tests.docker import test_exec_holes as holes
-from tests.docker import test_file_holes as file_holes
-from tests.docker import test_file_tools as file_tools
 from tests.docker import test_restarts as restarts
 from tests.docker import test_secret_edges as secret_edges
 from tests.docker import test_secrets as secrets_tests
-from tests.docker import test_shell as shell_tests
-from tests.docker import test_shell_semantics as semantics
-from tests.docker import test_transfer_streams as transfers
 from tests.helpers import run_check, user_processes
 
 pytestmark = [pytest.mark.docker, pytest.mark.static_agent]
@@ -166,113 +159,6 @@ def test_the_python_tool_says_why_it_cannot_run(static_client: Any, busybox_imag
         assert missing.error_code == "NOT_FOUND", missing
         assert "image has no python3" in missing.error_message
         assert session.shell("echo still serving").output["stdout"] == "still serving\n"
-
-
-# The Python agent's checks of the shell state and of killing trees, run on
-# the static agent unchanged: (static client, session, docker client).
-PYTHON_AGENT_CHECKS = {
-    "cd persists": lambda c, s, d: semantics._cd_persists(s),
-    "exports persist": lambda c, s, d: semantics.test_exports_persist_only_with_persist_env(s),
-    "the wrapper is invisible": (
-        lambda c, s, d: semantics.test_wrapper_changes_neither_exit_code_nor_output(s)
-    ),
-    "a removed cwd": (
-        lambda c, s, d: semantics.test_a_removed_working_directory_falls_back_to_the_workspace(s)
-    ),
-    "a cwd it cannot enter": (
-        lambda c, s, d: holes.test_a_directory_the_shell_cannot_enter_sends_it_home_with_a_note(s)
-    ),
-    "no forged state": (
-        lambda c, s, d: (
-            holes.test_a_child_process_cannot_forge_the_state_and_junk_is_ignored_with_a_note(s)
-        )
-    ),
-    "a group it cannot shed": lambda c, s, d: (
-        holes.test_each_call_is_marked_by_a_group_it_cannot_shed(s)
-    ),
-    "a timeout kills escaped children": (
-        lambda c, s, d: shell_tests.test_timeout_kills_setsid_and_double_forked_children(s, d)
-    ),
-    "no survivor under cpu pressure": (
-        lambda c, s, d: holes.test_a_timeout_under_cpu_pressure_leaves_no_survivor(c, s, d)
-    ),
-    "a server found, read and killed with its tree": (
-        lambda c, s, d: background.test_server_started_found_read_and_killed_with_its_tree(s, d)
-    ),
-    "a handle covers the children": (
-        lambda c, s, d: background.test_a_handle_covers_children_its_main_process_left_running(s, d)
-    ),
-    "a wait until exit": lambda c, s, d: (
-        background.test_wait_without_pattern_until_exit_and_exit_code(s)
-    ),
-    "a quick background command": (
-        lambda c, s, d: background.test_quick_command_started_in_background_reports_its_end(s)
-    ),
-    "unknown handles": lambda c, s, d: background.test_unknown_handles_and_bad_patterns(s),
-    "a busy escaped tree killed": (
-        lambda c, s, d: holes.test_process_kill_stops_a_busy_tree_that_escaped_its_parent(s, d)
-    ),
-    "a timeout bounds an idle move": (
-        lambda c, s, d: (
-            holes.test_an_explicit_timeout_still_bounds_a_command_moved_to_the_background(s)
-        )
-    ),
-    "a silent command moves to the background": lambda c, s, d: (
-        semantics.test_silent_command_moves_to_the_background_and_is_found_read_and_killed(s, d)
-    ),
-    "downloads of /tmp": lambda c, s, d: holes.test_tmp_downloads_after_shell_calls(c),
-    "a download during a swap race": lambda c, s, d: (
-        file_holes.test_a_download_is_never_served_from_outside_the_tree_during_a_swap_race(s)
-    ),
-    "slow downloads of a huge sparse file": lambda c, s, d: (
-        transfers.test_slow_downloads_of_a_huge_sparse_file_keep_the_daemon_flat(c)
-    ),
-    "on_idle kill, deadlines, chatty commands": (
-        lambda c, s, d: semantics.test_on_idle_kill_deadline_and_chatty_commands(s, d)
-    ),
-}
-# The file tools' checks, which need a session only.
-PYTHON_AGENT_CHECKS.update(
-    {
-        name: (lambda check: lambda c, s, d: check(s))(getattr(file_tools, f"test_{name}"))
-        for name in (
-            "write_then_read_as_the_sandbox_user",
-            "write_replaces_atomically_and_keeps_the_mode",
-            "read_pages_by_lines_and_flags_binary",
-            "read_errors",
-            "edit_file_exact_match_count_and_diff",
-            "list_files_flat_recursive_and_capped",
-            "run_tests_counts_and_failures_from_junit",
-            "symlinks_to_outside_are_resolved_then_denied",
-            "symlink_swapped_in_a_loop_never_lets_a_write_out",
-        )
-    }
-)
-
-
-@pytest.mark.parametrize("name", PYTHON_AGENT_CHECKS)
-def test_static_agent_passes_the_python_agents_checks(
-    static_client: Any, docker_client: Any, name: str
-) -> None:
-    with static_client.session() as session:
-        PYTHON_AGENT_CHECKS[name](static_client, session, docker_client)
-
-
-@pytest.mark.parametrize(
-    "check",
-    [
-        background.test_background_cap_is_limit_exceeded,
-        background.test_background_output_is_bounded_by_its_ring,
-    ],
-    ids=["cap", "ring"],
-)
-def test_static_agent_passes_the_python_agents_background_limits(
-    make_daemon: Any, docker_client: Any, check: Any
-) -> None:
-    def make_static(**overrides: Any) -> Any:
-        return make_daemon(agent="static", **overrides)
-
-    run_check(check, make_daemon=make_static, docker_client=docker_client)
 
 
 def test_stop_leftovers_spares_running_calls_and_live_handles(

@@ -10,11 +10,7 @@ whatever the archive's size or the client's speed.
 from __future__ import annotations
 
 import asyncio
-import bz2
 import gc
-import gzip
-import io
-import lzma
 import tarfile
 import threading
 import time
@@ -25,80 +21,13 @@ import psutil
 import pytest
 
 from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
-from runtime.agent import archives, flow, protocol
-from runtime.agent.files import FileOpError
+from runtime.agent import protocol
 from runtime.sandbox.agent_client import AgentClient
 from runtime.sandbox.framing import AgentConnection
 from tests.helpers import Pipe
 
 MiB = 1 << 20
 WINDOW = protocol.WINDOW_CHUNKS
-
-
-# -- the agent's side: one pass over the archive as it arrives ---------------
-def tar_of(*files: tuple[str, bytes]) -> bytes:
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as tar:
-        for name, data in files:
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return buffer.getvalue()
-
-
-def arriving(data: bytes, piece: int) -> flow.Inflow:
-    """An Inflow that has received `data` in pieces of `piece` bytes, then its end."""
-    inflow = flow.Inflow(len(data) // piece + 1, lambda _: None)
-    for start in range(0, len(data), piece):
-        inflow.put(data[start : start + piece], end=False)
-    inflow.put(b"", end=True)
-    return inflow
-
-
-PLAIN = tar_of(("src/a.txt", b"hello"), ("big.bin", bytes(range(256)) * 1000))
-
-
-@pytest.mark.parametrize(
-    "packed",
-    [
-        PLAIN,
-        gzip.compress(PLAIN),
-        bz2.compress(PLAIN),
-        lzma.compress(PLAIN),
-        # Concatenated gzip members (pigz, appended archives) are one stream.
-        gzip.compress(PLAIN[:1536]) + gzip.compress(PLAIN[1536:]),
-    ],
-    ids=["tar", "gzip", "bzip2", "xz", "gzip-members"],
-)
-def test_extraction_reads_the_archive_in_one_pass_as_it_arrives(tmp_path, packed):
-    dest = tmp_path / "dest"
-    reply = archives.extract(protocol.Extract(dest=str(dest)), arriving(packed, 333))
-    assert (reply.files, reply.bytes) == (2, 256_005)
-    assert (dest / "src" / "a.txt").read_bytes() == b"hello"
-    assert (dest / "big.bin").read_bytes() == bytes(range(256)) * 1000
-    assert sorted(p.name for p in dest.iterdir()) == ["big.bin", "src"]
-
-
-def test_a_broken_stream_changes_nothing(tmp_path):
-    for broken in (b"\x1f\x8b" + b"not gzip" * 100, PLAIN[:2000], b"not a tar" * 100):
-        with pytest.raises(FileOpError) as info:
-            archives.extract(protocol.Extract(dest=str(tmp_path / "new")), arriving(broken, 100))
-        assert info.value.code == "INVALID_ARGUMENTS"
-        assert "not a readable tar archive" in info.value.message
-        assert list(tmp_path.iterdir()) == []
-
-
-def test_the_agent_credits_each_chunk_it_takes_and_refuses_more_than_its_window():
-    credits: list[int] = []
-    inflow = flow.Inflow(2, credits.append)
-    inflow.put(b"ab", end=False)
-    inflow.put(b"cd", end=False)
-    assert inflow.read(3) == b"ab" and credits == [1]
-    assert inflow.read(3) == b"cd" and credits == [1, 1]
-    for piece in (b"1", b"2", b"3"):
-        inflow.put(piece, end=False)
-    with pytest.raises(FileOpError, match="more than the 2 chunks"):
-        inflow.read()
 
 
 # -- the daemon's side: a window of chunks, and no more ----------------------

@@ -75,7 +75,7 @@ def test_the_wheel_is_tagged_for_the_platform_and_carries_both_binaries(wheel: P
         assert "Tag: py3-none-" + PLATFORM in archive.read("toolrt-0.1.0.dist-info/WHEEL").decode()
     for name in BINARIES:
         assert modes[name] & 0o777 == 0o755
-    assert f"runtime/agent/{HELPER_STAMP}" in modes and "runtime/agent/main.py" in modes
+    assert f"runtime/agent/{HELPER_STAMP}" in modes and "runtime/agent/interpreter.py" in modes
 
 
 @pytest.mark.timeout(300)

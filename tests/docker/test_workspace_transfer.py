@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import bz2
 import contextlib
+import gzip
 import io
+import lzma
 import tarfile
 import time
 
@@ -218,3 +221,11 @@ def test_a_transfer_to_a_lost_sandbox_closes_the_session(client, docker_client, 
     closed = client.get_session(session.id)
     assert (closed.state, closed.closed_reason) == ("closed", "sandbox_lost")
     assert client.list_sessions() == []
+
+
+def test_gzip_bzip2_and_xz_archives_are_unpacked(session):
+    plain = make_tar(("d/a.txt", "file", "packed\n"))
+    for name, compress in (("gz", gzip.compress), ("bz2", bz2.compress), ("xz", lzma.compress)):
+        session.upload(compress(plain), f"/workspace/{name}")
+        read = session.call("read_file", {"path": f"/workspace/{name}/d/a.txt"})
+        assert read.ok and read.output["content"] == "packed\n", (name, read)

@@ -96,7 +96,7 @@ def test_a_missing_static_agent_refuses_the_start_and_says_where_to_get_it(packa
         require_static_agent(str(package))
     message = str(refused.value)
     assert f"has no {STATIC_AGENT} and no {HELPER}" in message
-    assert "make wheel" in message and "make agent" in message and 'agent = "python"' in message
+    assert "make wheel" in message and "make agent" in message
 
 
 def test_agent_dir_gets_a_world_readable_copy_kept_in_step(package, tmp_path):
@@ -110,16 +110,22 @@ def test_agent_dir_gets_a_world_readable_copy_kept_in_step(package, tmp_path):
     assert target.stat().st_mode & 0o777 == 0o755
     # A file the package no longer has goes; a changed one is replaced.
     (target / "gone.py").write_text("")
-    (package / "main.py").write_text((package / "main.py").read_text() + "\n# changed\n")
+    (package / "interpreter.py").write_text(
+        (package / "interpreter.py").read_text() + "\n# changed\n"
+    )
     prepare(package, str(target))
     assert not (target / "gone.py").exists()
-    assert (target / "main.py").read_text().endswith("# changed\n")
+    assert (target / "interpreter.py").read_text().endswith("# changed\n")
     assert (target / "__pycache__").is_dir()  # byte-compiled where sandboxes read it
 
 
-def test_without_a_compiler_the_python_spawn_path_is_left(package, monkeypatch, caplog):
+def test_without_a_compiler_the_launcher_is_missing_and_the_start_refused(
+    package, monkeypatch, caplog
+):
     monkeypatch.setenv("PATH", "/nonexistent")
     caplog.set_level("INFO", logger="runtime.sandbox.agent_dir")
     prepare(package)
     assert not (package / HELPER).exists()
-    assert "Python spawn path" in caplog.text
+    assert "cannot be built here" in caplog.text
+    with pytest.raises(ConfigurationError, match=f"no {HELPER}"):
+        require_static_agent(str(package))

@@ -46,12 +46,12 @@ def mapped(exc: BaseException) -> BaseException:
         (
             api_error(400, 'exec: "python3": executable file not found in $PATH'),
             BadRequest,
-            "the image has no python3 on its PATH",
+            "the sandbox's agent could not start in this image",
         ),
         (
             api_error(500, "OCI runtime create failed: no such file or directory"),
             BadRequest,
-            "the image has no python3 on its PATH",
+            "the sandbox's agent could not start in this image",
         ),
         (api_error(400, "invalid mount config"), BadRequest, "Docker refused the request"),
         (api_error(404, "No such container: toolrt-s1"), BadRequest, "Docker refused"),
@@ -188,7 +188,7 @@ def agent_start(exc: BaseException, ended: bool) -> BaseException:
 def test_an_agent_that_exited_at_start_is_a_bad_image():
     error = agent_start(SandboxLost("stopped answering"), ended=True)
     assert isinstance(error, BadRequest)
-    assert "the image 'img:1' needs python3 (3.9 or newer) on its PATH" in str(error)
+    assert "exited at start-up in the image 'img:1'" in str(error)
 
 
 def test_a_sandbox_stopped_while_starting_is_unavailable():

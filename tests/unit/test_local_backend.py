@@ -89,13 +89,13 @@ def test_an_agent_killed_from_outside_is_sandbox_lost():
 
 
 def test_an_agent_that_cannot_start_is_unavailable_and_says_why(monkeypatch):
-    monkeypatch.setattr(local, "interpreter", lambda: ("/usr/bin/no-such-python3", []))
+    monkeypatch.setattr(local, "agent_command", lambda *_: ["/opt/toolrt/agent/no-such-agent"])
 
     async def run() -> None:
         backend = LocalBackend(Config())
         with pytest.raises(EngineUnavailable) as caught:
             await backend.create(spec())
-        assert "no-such-python3" in str(caught.value)
+        assert "no-such-agent" in str(caught.value)
         assert await backend.list_owned() == []
 
     asyncio.run(run())
@@ -120,8 +120,7 @@ def test_close_kills_every_sandbox_of_the_backend():
     asyncio.run(run())
 
 
-@pytest.mark.parametrize("native", [True, False], ids=["helper", "fork"])
-def test_either_spawn_path_runs_commands_and_kills_them_at_their_deadline(native):
+def test_commands_run_and_are_killed_at_their_deadline():
     async def check(backend: LocalBackend, sandbox: ConnectedSandbox) -> None:
         request = protocol.Exec(
             command="echo started; (setsid sleep 30 &); sleep 30",
@@ -134,7 +133,7 @@ def test_either_spawn_path_runs_commands_and_kills_them_at_their_deadline(native
         assert result.killed == "deadline" and result.exit_code in (128 + 15, 128 + 9)
         assert body.startswith(b"started\n")
         assert await shell(sandbox, "pgrep -c sleep || true") == (0, "0\n")
-        # Whichever launcher started it, no launcher stays: the agent is the parent.
-        assert await shell(sandbox, "cat /proc/$PPID/comm") == (0, "python3\n")
+        # No launcher stays: the agent is the command's parent.
+        assert await shell(sandbox, "cat /proc/$PPID/comm") == (0, "toolrt-agent\n")
 
-    with_sandbox(check, native_spawn=native)
+    with_sandbox(check)

@@ -99,5 +99,5 @@ def test_the_sdist_leaves_out_the_binaries_built_in_the_tree(tmp_path):
     (sdist,) = tmp_path.glob("toolrt-*.tar.gz")
     with tarfile.open(sdist) as archive:
         names = {Path(name).name for name in archive.getnames()}
-    assert "spawn.c" in names and "main.py" in names
+    assert "spawn.c" in names and "interpreter.py" in names
     assert not names & {STATIC_AGENT, HELPER, HELPER_STAMP}

@@ -3,7 +3,8 @@
 The Docker SDK is synchronous: every SDK call runs on a dedicated thread
 pool, under a deadline, never on the event loop. The per-call path touches
 no Docker API at all: calls travel over the container's attach stream
-(`framing.AgentConnection` over attach.py's stream). Every Docker failure
+(`framing.AgentConnection` over attach.py's stream), or for the static agent
+over the unix socket it dials (channel.py). Every Docker failure
 becomes a toolrt error in errors.py, never here.
 """
 
@@ -14,7 +15,7 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 from urllib.parse import urlparse
@@ -43,6 +44,7 @@ from runtime.sandbox.backend import (
     new_epoch,
     prepare_agent_dir,
 )
+from runtime.sandbox.docker import channel
 from runtime.sandbox.docker.attach import DockerAttachSource, open_attach
 from runtime.sandbox.docker.errors import (
     exited_by_itself,
@@ -55,7 +57,12 @@ from runtime.sandbox.docker.errors import (
 from runtime.sandbox.docker.sdk import create_config, post_json
 from runtime.sandbox.docker.stats import container_usage, engine_info
 from runtime.sandbox.framing import AgentConnection
-from runtime.sandbox.relay_dirs import egress_enabled, make_relay_dir, remove_relay_dir
+from runtime.sandbox.relay_dirs import (
+    egress_enabled,
+    make_relay_dir,
+    remove_relay_dir,
+    socket_path_problem,
+)
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -101,8 +108,14 @@ class DockerBackend(SandboxBackend):
         self._executor = ThreadPoolExecutor(config.docker_workers, thread_name_prefix="docker")
         self._client: docker.DockerClient | None = None
         self._agent_dir = prepare_agent_dir(config.agent_dir)
-        if config.agent == "static":
-            require_static_agent(self._agent_dir)
+        require_static_agent(self._agent_dir)
+        # The agent dials its daemon on a socket in its relay directory,
+        # which only a root daemon can make the sandbox's root (without
+        # DAC_OVERRIDE) own; any other daemon keeps the stdio.
+        self._channel = os.geteuid() == 0
+        problem = socket_path_problem(config) if self._channel else ""
+        if problem:
+            raise ValueError(problem)
         self._live: dict[str, ConnectedSandbox] = {}
         self._epoch = new_epoch()
 
@@ -151,11 +164,11 @@ class DockerBackend(SandboxBackend):
         tmpfs_opts = "rw,exec,nosuid,nodev"
         kwargs: dict[str, Any] = {
             "image": spec.image,
-            "command": agent_command(self._config),
+            "command": agent_command(channel=self._channel),
             "name": container_name(spec.session_id),
             "user": "0:0",
             "entrypoint": [],
-            "stdin_open": True,
+            "stdin_open": not self._channel,
             "tty": False,
             "network_mode": "none",
             "cap_drop": ["ALL"],
@@ -184,13 +197,12 @@ class DockerBackend(SandboxBackend):
             "hostname": "sandbox",
             "environment": {
                 "PYTHONDONTWRITEBYTECODE": "1",
-                "TOOLRT_NATIVE_SPAWN": "1" if self._config.native_spawn else "0",
                 "TOOLRT_SPARE_SHELL": "1" if self._config.spare_shell else "0",
             },
         }
         if spec.runtime:
             kwargs["runtime"] = spec.runtime
-        if egress_enabled(self._config):
+        if egress_enabled(self._config) or self._channel:
             # Every container, warm ones too: a session is given network
             # after creation, by listening in this directory.
             relay = make_relay_dir(self._config, spec.session_id)
@@ -206,6 +218,62 @@ class DockerBackend(SandboxBackend):
             remove_relay_dir(self._config, spec.session_id)
             raise
         return str(created["Id"])
+
+    def _connect(
+        self,
+        session_id: str,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        resync: bool,
+    ) -> AgentConnection:
+        connection = AgentConnection(
+            session_id, channel.StreamSource(reader), writer, self._epoch, resync
+        )
+        connection.start()
+        return connection
+
+    async def _start_on_channel(
+        self,
+        container_id: str,
+        session_id: str,
+        what: str,
+        ended_by_itself: Callable[[], Awaitable[bool]],
+    ) -> AgentConnection:
+        """Start the container and take its agent's first connection, telling
+        it the channel's token; the hello is the caller's."""
+        token = channel.new_token(self._config, session_id)
+        path = channel.socket_path(self._config, session_id)
+        async with channel.listening(path) as listener:
+            await self._run(what, self._docker().api.start, container_id)
+            timeout = self._config.create_timeout_s
+            reader, writer = await listener.first(timeout, ended_by_itself)
+        writer.write(channel.channel_frame(token))
+        return self._connect(session_id, reader, writer, resync=False)
+
+    async def _start_attached(
+        self, container_id: str, session_id: str, what: str
+    ) -> AgentConnection:
+        """Attach to the container (before it starts: not a byte is missed), then start it."""
+        connection = await self._attach(container_id, session_id, what)
+        try:
+            await self._run(what, self._docker().api.start, container_id)
+        except BaseException:
+            connection.close()
+            raise
+        return connection
+
+    async def _redial(self, name: str, session_id: str, what: str) -> AgentConnection:
+        """Listen again, signal the agent, and take the connection that
+        presents the channel's token (root in the sandbox may dial too)."""
+        token = channel.kept_token(self._config, session_id)
+        if not token:
+            msg = f"{what}: no channel token is kept for it (agents older than protocol version 7)"
+            raise EngineUnavailable(msg)
+        path = channel.socket_path(self._config, session_id)
+        async with channel.listening(path, token) as listener:
+            await self._run(what, self._docker().api.kill, name, "SIGUSR1")
+            reader, writer = await listener.presenting(RESYNC_TIMEOUT_S)
+        return self._connect(session_id, reader, writer, resync=True)
 
     async def _attach(
         self, container_id: str, session_id: str, what: str, resync: bool = False
@@ -229,11 +297,15 @@ class DockerBackend(SandboxBackend):
         if not state.get("Running"):
             msg = f"{what}: its container is {state.get('Status', 'not running')}"
             raise EngineUnavailable(msg)
-        connection = await self._attach(name, sandbox_id, what, resync=True)
         timeout = self._config.create_timeout_s
+        connection: AgentConnection | None = None
         try:
-            await self._run(what, self._docker().api.kill, name, "SIGUSR1")
             try:
+                if self._channel:
+                    connection = await self._redial(name, sandbox_id, what)
+                else:
+                    connection = await self._attach(name, sandbox_id, what, resync=True)
+                    await self._run(what, self._docker().api.kill, name, "SIGUSR1")
                 await connection.resynced(RESYNC_TIMEOUT_S)
             except TimeoutError:
                 msg = (
@@ -243,7 +315,8 @@ class DockerBackend(SandboxBackend):
                 raise EngineUnavailable(msg) from None
             hello = await AgentClient(connection).hello(timeout)
         except BaseException:
-            connection.close()
+            if connection is not None:
+                connection.close()
             raise
         sandbox = ConnectedSandbox(sandbox_id, connection)
         self._live[sandbox_id] = sandbox
@@ -257,11 +330,15 @@ class DockerBackend(SandboxBackend):
         async def ended_by_itself() -> bool:
             return await self._run(what, self._exited_by_itself, container_id)
 
+        timeout = self._config.create_timeout_s
         try:
-            connection = await self._attach(container_id, spec.session_id, what)
-            await self._run(what, self._docker().api.start, container_id)
-            timeout = self._config.create_timeout_s
             async with map_agent_start(what, spec.image, timeout, ended_by_itself):
+                if self._channel:
+                    connection = await self._start_on_channel(
+                        container_id, spec.session_id, what, ended_by_itself
+                    )
+                else:
+                    connection = await self._start_attached(container_id, spec.session_id, what)
                 await AgentClient(connection).hello(timeout)
         except BaseException:
             if connection is not None:
@@ -284,6 +361,7 @@ class DockerBackend(SandboxBackend):
         with tolerate_gone() as removal:
             self._docker().api.remove_container(name, force=True, v=True)
         remove_relay_dir(self._config, session_id)
+        channel.remove_token(self._config, session_id)
         if not removal.in_progress:
             return
         # A removal already in progress (a reaper and a close at once) is

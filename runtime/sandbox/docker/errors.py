@@ -43,10 +43,7 @@ def map_docker_errors(what: str) -> Iterator[None]:
     except docker.errors.APIError as exc:
         text = str(exc.explanation or exc)
         if "executable file not found" in text or "no such file or directory" in text:
-            msg = (
-                f"{what}: the image has no python3 on its PATH, which toolrt's in-sandbox "
-                f"agent needs ({text})"
-            )
+            msg = f"{what}: the sandbox's agent could not start in this image ({text})"
             raise BadRequest(msg) from exc
         if exc.status_code is not None and exc.status_code < 500 and exc.status_code != CONFLICT:
             msg = f"{what}: Docker refused the request: {text}"
@@ -120,8 +117,8 @@ async def map_agent_start(
     except SandboxLost as exc:
         if await ended_by_itself():
             msg = (
-                f"{what}: the in-sandbox agent exited at start-up; the image "
-                f"{image!r} needs python3 (3.9 or newer) on its PATH"
+                f"{what}: the in-sandbox agent exited at start-up in the image {image!r} "
+                "(an image of another architecture than the host's?)"
             )
             raise BadRequest(msg) from exc
         msg = f"{what}: the sandbox was stopped or removed while it started"
