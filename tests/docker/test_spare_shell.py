@@ -189,11 +189,12 @@ def shell_after_a_pause(client: Client, session) -> str:
 
 
 # Leftover sleeps, in groups of at most 12 (none a runaway the agent would
-# stop: a quarter of the limit is 16), until the sandbox is six pids short
-# of its limit (the agent wants eight free before it starts a spare).
+# stop: a quarter of the limit is 16), until six pids are left once the
+# call's own shell, subshell and cat are gone (the agent wants eight free
+# before it starts a spare).
 FILL_PIDS = (
     "c=/sys/fs/cgroup/pids; [ -d $c ] || c=/sys/fs/cgroup; "
-    "n=$(( $(cat $c/pids.max) - $(cat $c/pids.current) - 6 )); "
+    "n=$(( $(cat $c/pids.max) - $(cat $c/pids.current) - 3 )); "
     "for ((i = 0; i < n && i < 12; i++)); do sleep 600 & done; echo $n"
 )
 
