@@ -421,11 +421,9 @@ class Config(BaseModel):
     missing. (The Python agent, "python", was removed; so was `native_spawn`:
     every command starts through the launcher.)"""
     spare_shell: bool = True
-    """While a session is idle, keep the next call's shell started ahead (one
-    per session, about 0.5 MiB): a call that can use it skips the shell's
-    start. Never while the sandbox's memory or pids are nearly full; calls
-    with stdin, or whose cwd or startup-relevant environment differs from the
-    latest call's, start their own shell as before."""
+    """While a session is idle, keep the next call's shell started ahead.
+    Accepted but without effect for now: the agent starts no spare shell
+    (every call starts its own, through the launcher)."""
     kill_grace_s: float = Field(0.5, ge=0, le=5)
     """Time between TERM and KILL when a call's processes are stopped."""
     result_cap_bytes: int = Field(2 * MiB, ge=64 * 1024)
