@@ -43,7 +43,7 @@ $(HELPER): runtime/agent/spawn.c
 		gcc -O2 -Wall -Wextra -static -o $@ $< && echo "built $@" && \
 		sha256sum $< | cut -d' ' -f1 > $@.sha256; \
 	else \
-		echo "no gcc: the agent will use its Python spawn path (slower)"; \
+		echo "no gcc: the launcher is not built (the daemon needs it to start sandboxes)"; \
 	fi
 
 helper: $(HELPER) ## build the agent's native spawn helper
