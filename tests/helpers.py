@@ -358,3 +358,19 @@ def cases_of(check: Callable[..., Any]) -> list[dict[str, Any]]:
 def run_check(check: Callable[..., Any], **given: Any) -> Any:
     """Call a test module's check with the fixtures it names, taken from `given`."""
     return check(**{name: given[name] for name in inspect.signature(check).parameters})
+
+
+# Whether this call's shell was a spare: its boot line names __toolrt_g
+# (which this line, a shell's `-c` when it is not, does not spell out).
+# With the shell's builtins and cat alone.
+IN_A_SPARE = 'case "$(cat /proc/$$/cmdline)" in *__toolrt_[g]*) echo spare;; *) echo own;; esac'
+
+
+def shell_after_a_pause(client, session) -> str:
+    """ "spare" or "own": which shell a call got after the session was idle
+    long enough for its next shell to start ahead."""
+    assert client.call(session.id, "shell", {"command": "true"}, timeout=60).ok
+    time.sleep(1.5)
+    seen = client.call(session.id, "shell", {"command": IN_A_SPARE}, timeout=60)
+    assert seen.ok and seen.output["exit_code"] == 0, seen
+    return str(seen.output["stdout"]).strip()

@@ -10,6 +10,7 @@ import time
 import pytest
 
 from runtime.client import Client
+from tests.helpers import shell_after_a_pause
 
 pytestmark = pytest.mark.docker
 
@@ -174,20 +175,6 @@ def test_a_one_call_environment_never_reaches_another_call_through_a_spare(clien
         assert second.output["stdout"] in ("0\n", "ran\n"), second
 
 
-# Whether this call's shell was a spare: its boot line names __toolrt_g
-# (which this line, a shell's `-c` when it is not, does not spell out).
-# With the shell's builtins and cat alone.
-IN_A_SPARE = 'case "$(cat /proc/$$/cmdline)" in *__toolrt_[g]*) echo spare;; *) echo own;; esac'
-
-
-def shell_after_a_pause(client: Client, session) -> str:
-    assert shell(client, session, "true").ok
-    time.sleep(1.5)  # the session is idle: its next shell may start now
-    seen = shell(client, session, IN_A_SPARE)
-    assert seen.ok and seen.output["exit_code"] == 0, seen
-    return str(seen.output["stdout"])
-
-
 # Leftover sleeps, in groups of at most 12 (none a runaway the agent would
 # stop: a quarter of the limit is 16), until six pids are left once the
 # call's own shell, subshell and cat are gone (the agent wants eight free
@@ -202,22 +189,22 @@ FILL_PIDS = (
 @pytest.mark.runc_only("gVisor shows the sandbox no cgroup files: room is assumed there")
 def test_no_spare_starts_while_the_pids_limit_is_nearly_full(client):
     with client.session(limits={"pids": 64}) as session:
-        assert shell_after_a_pause(client, session) == "spare\n"
+        assert shell_after_a_pause(client, session) == "spare"
         for _ in range(8):
             filled = shell(client, session, FILL_PIDS)
             assert filled.ok, filled
             if int(filled.output["stdout"]) <= 12:
                 break
-        assert shell_after_a_pause(client, session) == "own\n"
+        assert shell_after_a_pause(client, session) == "own"
         assert shell(client, session, "pkill -u 1000 -x sleep; true").ok
-        assert shell_after_a_pause(client, session) == "spare\n"
+        assert shell_after_a_pause(client, session) == "spare"
 
 
 def test_stop_leftovers_drops_the_waiting_spare_without_counting_it(daemon, client):
     # What a restore does first: the spare is toolrt's own, not a leftover.
     with client.session() as session:
-        assert shell_after_a_pause(client, session) == "spare\n"
+        assert shell_after_a_pause(client, session) == "spare"
         time.sleep(1.5)  # the next call's spare waits
         agent = daemon.daemon.core.manager.get("default", session.id).sandbox.agent
         assert daemon.run(agent.stop_leftovers()) == 0
-        assert shell_after_a_pause(client, session) == "spare\n"
+        assert shell_after_a_pause(client, session) == "spare"

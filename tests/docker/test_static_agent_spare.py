@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from tests.docker import test_static_agent as static_agent
-from tests.docker.test_spare_shell import shell_after_a_pause
+from tests.helpers import shell_after_a_pause
 
 pytestmark = [pytest.mark.docker, pytest.mark.static_agent]
 
@@ -20,6 +20,6 @@ def test_a_spare_serves_under_bash_and_none_starts_under_busybox_sh(
     client: Any, busybox_image: str
 ) -> None:
     with client.session() as session:
-        assert shell_after_a_pause(client, session) == "spare\n"
+        assert shell_after_a_pause(client, session) == "spare"
     with client.session(image=busybox_image) as session:
-        assert shell_after_a_pause(client, session) == "own\n"
+        assert shell_after_a_pause(client, session) == "own"
