@@ -43,7 +43,7 @@ $(HELPER): runtime/agent/spawn.c
 		gcc -O2 -Wall -Wextra -static -o $@ $< && echo "built $@" && \
 		sha256sum $< | cut -d' ' -f1 > $@.sha256; \
 	else \
-		echo "no gcc: the agent will use its Python spawn path (slower)"; \
+		echo "no gcc: the launcher is not built (the daemon needs it to start sandboxes)"; \
 	fi
 
 helper: $(HELPER) ## build the agent's native spawn helper
@@ -103,12 +103,12 @@ wheel: $(STAMP) agent ## the platform wheel (dist/toolrt-*-py3-none-manylinux201
 image: $(STAMP) engine $(HELPER) ## build the default sandbox image if its recipe changed
 	$(VENV)/bin/toolrt image build
 
-daemon-image: image ## the daemon's own container image (toolrt-daemon), offline: the sandbox image as base, a wheelhouse in dist/wheels
+daemon-image: image agent ## the daemon's own container image (toolrt-daemon), offline: the sandbox image as base, a wheelhouse in dist/wheels (with the agent and launcher built here)
 	rm -rf dist/wheels
 	$(PY) -m pip wheel -q -w dist/wheels .
 	docker build -q -f packaging/Dockerfile -t toolrt-daemon .
 
-run: image ## start the daemon in the foreground on 127.0.0.1:50051
+run: image agent ## start the daemon in the foreground on 127.0.0.1:50051
 	$(VENV)/bin/toolrt serve $(ARGS)
 
 test: image agent ## the whole suite against the real Docker engine (the long chaos cases: make chaos; images without Python and the wheel: make test-static-agent)

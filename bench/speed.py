@@ -11,8 +11,10 @@ and reports, per call, the median over rounds of:
 - launched: the CPU of the processes the agent reaped (the launcher and
   bash: what a command costs before it does anything);
 - shim: the session container's containerd-shim (the agent's parent chain);
-- dockerd: the engine's daemon, which relays the attach stream (shared with
-  every other user of the engine: on a busy host it counts their work too);
+- dockerd: the engine's daemon (it relays the attach stream when the daemon
+  is not root; a root daemon's agent speaks on a socket of its own), shared
+  with every other user of the engine: on a busy host it counts their work
+  too;
 - client: this process (the Python SDK, its gRPC threads).
 `total` is daemon + sandbox + shim + dockerd + client: everything the host
 spends on a call (the sandbox's cgroup holds the agent and what it launched).

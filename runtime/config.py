@@ -426,9 +426,8 @@ class Config(BaseModel):
     start. Never while the sandbox's memory or pids are nearly full; calls
     with stdin, or whose cwd or startup-relevant environment differs from the
     latest call's, start their own shell as before. Bash only: the spare
-    waits with bash's `read -n 1 -u` and `read -d ''`, so under the static
-    agent an image without /bin/bash (BusyBox's sh) gets no spare and each
-    call starts its own shell."""
+    waits with bash's `read -n 1 -u` and `read -d ''`, so an image without
+    /bin/bash (BusyBox's sh) gets no spare and each call starts its own."""
     kill_grace_s: float = Field(0.5, ge=0, le=5)
     """Time between TERM and KILL when a call's processes are stopped."""
     result_cap_bytes: int = Field(2 * MiB, ge=64 * 1024)

@@ -1,4 +1,4 @@
-"""Generate the static agent's message types (Go) from runtime/static-agent/protocol.py.
+"""Generate the static agent's message types (Go) from runtime/agent/protocol.py.
 
 protocol.py stays the one definition of every message, its fields, their
 order and their defaults; this writes static-agent/protocol/messages_gen.go from

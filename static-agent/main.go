@@ -263,8 +263,7 @@ func (a *Agent) dispatch(frame *protocol.Frame) {
 	if !ok {
 		if _, known := protocol.New(frame.Op); known {
 			a.fail(frame.ID, protocol.InvalidArguments, fmt.Sprintf(
-				"the static agent does not implement %q yet; run this session with agent = \"python\"",
-				frame.Op))
+				"the agent does not implement %q", frame.Op))
 		} else {
 			a.fail(frame.ID, protocol.Internal, fmt.Sprintf("unknown op %q", clip(frame.Op, 40)))
 		}
@@ -272,7 +271,9 @@ func (a *Agent) dispatch(frame *protocol.Frame) {
 	}
 	request, err := frame.Message()
 	if err != nil {
-		a.fail(frame.ID, protocol.Internal, err.Error())
+		// A field out of the agent's range (a number past 64 bits) is the
+		// request's fault, not the agent's.
+		a.fail(frame.ID, protocol.InvalidArguments, err.Error())
 		return
 	}
 	h(a, frame, request)

@@ -1,7 +1,7 @@
 """Two asyncio connections joined back to back: what one side sends, the other receives.
 
-The sandbox's relay (relay.py) and the daemon's egress proxy
-(runtime/egress/proxy.py) both end in this. Bytes pass from one transport
+The daemon's egress proxy (runtime/egress/proxy.py) ends in this (the
+sandbox's end, static-agent/relay.go, joins its two sides in Go). Bytes pass from one transport
 to the other in the protocol callbacks, without the copies of
 StreamReader (its buffer costs two per chunk), and flow control pauses a
 side's reading while the other side's write buffer is full.
@@ -13,7 +13,7 @@ half-closes the upstream side, whose answer still comes. An optional
 budget decides how many bytes of each chunk may pass (a cap), and the
 joint ends when a side was silent for `idle_s` both ways.
 
-Stdlib only, Python >= 3.9 (runs inside sandboxes).
+Stdlib only.
 """
 
 from __future__ import annotations

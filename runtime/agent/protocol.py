@@ -1,8 +1,9 @@
 """The agent protocol: frames and the typed messages they carry.
 
-Stdlib only: imported by the in-sandbox agent (any Python >= 3.9) and by the
-daemon, so both sides share one definition of every message and its
-defaults. Nothing else builds or reads these headers.
+The one definition of every message and its defaults: the daemon imports
+it, and the in-sandbox agent's Go codec (static-agent/protocol) is generated
+from it (scripts/gen_agent_protocol.py, held to the same bytes by golden
+frames). Nothing else builds or reads these headers.
 
 A frame is MAGIC (4 bytes), two big-endian u32 (header length, body length),
 a JSON header, then the raw body, so file contents and output never pass
@@ -198,8 +199,9 @@ class Exec(Message):
     cwd: str = WORKSPACE
     env: Dict[str, str] = records.field(default_factory=dict)
     # The session's own environment, without this call's one-call variables:
-    # the shell started ahead for the next call (spare.py) gets this one, so
-    # nothing of one call's `env` reaches another. None: no spare after it.
+    # a shell started ahead for the next call would get this one, so nothing
+    # of one call's `env` reaches another (the agent starts no such spare
+    # shell for now). None: no spare after it.
     spare_env: Optional[Dict[str, str]] = None
     # The tool call this command answers: its result is kept under this id
     # until the daemon acknowledges it (Ack).

@@ -1,14 +1,15 @@
-"""Plain record classes for the agent: what it used `dataclasses` for.
+"""Plain record classes for the protocol's messages, instead of `dataclasses`.
 
 `dataclasses` imports `inspect` (and with it `ast`, `dis`, `tokenize`...):
-about 1.3 MiB of every idle sandbox's memory, for an agent that needs only
-an `__init__`, `__eq__` and `__repr__` made from a class's annotations.
+about 1.3 MiB of every idle sandbox's memory when the agent was Python
+(since removed), for messages that need only an `__init__`, `__eq__` and
+`__repr__` made from a class's annotations.
 `record` makes those (the `__init__` compiled once per class, as
 dataclasses does, so a frame's message costs no more to build); `field`,
 `fields` and `replace` do what their dataclasses namesakes do for them.
 Type checkers see a dataclass (`dataclass_transform`).
 
-Stdlib only, Python >= 3.9 (runs inside sandboxes).
+Stdlib only.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Sandboxes keep `network none`. A session given `network.allow` gets an
 HTTP proxy of its own in the daemon (`proxy.py`), listening on a unix
 socket in a directory bind-mounted into its container (made with the
 container: `runtime/sandbox/relay_dirs.py`); the
-in-sandbox agent relays 127.0.0.1:3128 to it (`runtime/agent/relay.py`).
+in-sandbox agent relays 127.0.0.1:3128 to it (`static-agent/relay.go`).
 What a session may reach is pure policy, on the ground floor with the config
 that names it: `runtime/policy/hosts.py` (host patterns, ceilings, a
 session's effective policy) and `runtime/policy/addresses.py` (IP literals

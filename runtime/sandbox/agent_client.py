@@ -418,7 +418,7 @@ class AgentClient:
                 with contextlib.suppress(BaseException):
                     await call
 
-    # -- programs (programs.py and program_files.py in the agent) -----------
+    # -- programs (spawn.go and progfiles.go in static-agent/) --------------
     async def stat(self, request: protocol.Stat) -> protocol.StatReply:
         reply, _ = await self._call(request, protocol.StatReply, failures=program_failure_of)
         return reply

@@ -43,9 +43,9 @@ def prepare_agent_dir(target: str = "") -> str:
     native helper built there when a compiler exists, byte-compiled in place.
 
     Sandboxes mount the directory read-only and cannot cache bytecode
-    themselves: without this every sandbox start compiles the agent anew
-    (~15 ms of each CreateSession). Python versions that do not match just
-    compile as before; a read-only install is left alone.
+    themselves: without this every start of the python tool's interpreter
+    compiles it anew. Python versions that do not match just compile as
+    before; a read-only install is left alone.
     """
     return agent_dir.prepare(Path(agent_package.__file__).resolve().parent, target)
 

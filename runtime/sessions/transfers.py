@@ -1,7 +1,7 @@
 """Uploads and downloads through a session: workspaces in and out as tar archives.
 
 Archives are unpacked and packed by the in-sandbox agent as the sandbox
-user (`runtime/agent/archives.py`, `pack.py`): it refuses absolute paths,
+user (`static-agent/extract.go`, `pack.go`): it refuses absolute paths,
 `..`, links leaving the destination, device nodes and setuid bits, and
 stages the archive so a refusal changes nothing. These are operator RPCs,
 not model tools: failures end the RPC (INVALID_ARGUMENT) rather than

@@ -1,6 +1,6 @@
 """Snapshots in and out of sandboxes as tar streams, sandbox → daemon → sandbox.
 
-Out: the agent packs the areas (`agent/pack.py`: O_NOFOLLOW walk, links
+Out: the agent packs the areas (`static-agent/pack.go`: O_NOFOLLOW walk, links
 stored as links, sockets, FIFOs and devices left out; nothing redacted)
 and `capture` reads the stream as it arrives, in a worker thread, turning
 each member into a manifest entry and each regular file into a staged
@@ -12,7 +12,7 @@ store, and setuid/setgid/sticky bits are dropped.
 
 In: `restore_chunks` writes one area's entries back as a tar stream, read
 from the blobs as the agent takes it; the agent unpacks it with
-`Extract.restore` (`agent/archives.py`: all staged and checked before the
+`Extract.restore` (`static-agent/extract.go`: all staged and checked before the
 old contents go; links kept, never followed).
 """
 

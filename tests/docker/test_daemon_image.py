@@ -5,6 +5,7 @@ serves a session, with every path it hands the engine the same inside and out.""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -14,16 +15,22 @@ from pathlib import Path
 import pytest
 
 from runtime.client import Client
+from runtime.sandbox.agent_dir import HELPER, HELPER_STAMP, STATIC_AGENT
 from tests.conftest import IMAGE
 from tests.helpers import containers_of, copy_tracked_tree, run, wait_for
 
 pytestmark = pytest.mark.docker
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.timeout(900)
 def test_the_daemon_image_serves_a_session_and_stops_clean(docker_client, tmp_path):
     source = tmp_path / "src"
     copy_tracked_tree(source)
+    # The agent and launcher `make agent` built (`make daemon-image` builds
+    # from the checkout, where they are): the image has no Go and no compiler.
+    for name in (STATIC_AGENT, HELPER, HELPER_STAMP):
+        shutil.copy2(ROOT / "runtime" / "agent" / name, source / "runtime" / "agent" / name)
     run(sys.executable, "-m", "pip", "wheel", "-q", "-w", source / "dist" / "wheels", source,
         cwd=tmp_path, timeout=600)  # fmt: skip
     tag = f"toolrt-daemon-test:{uuid.uuid4().hex[:8]}"

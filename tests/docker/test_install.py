@@ -1,10 +1,15 @@
-"""Installable anywhere: the built wheel in a fresh venv in a temporary directory
-carries the agent, its helper's source and the image recipe, and serves a
-session from there, warm by default, with its helper built at first start."""
+"""Installable anywhere: the wheel built from a clean tree (no Go, no `make
+agent`) in a fresh venv in a temporary directory carries the helper's source,
+the python tool's interpreter and the image recipe but no agent binary: its
+daemon refuses to start and says where to get one; given the agent `make
+agent` built, it serves a session from there, warm by default, with its
+helper built at first start. (The platform wheel that carries both binaries:
+test_wheel_static_agent.py.)"""
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -16,6 +21,7 @@ import pytest
 
 from runtime.client import Client
 from runtime.images import RECIPE_DIR
+from runtime.sandbox.agent_dir import STATIC_AGENT
 from tests.helpers import containers_of, copy_tracked_tree, free_port, run, wait_for
 
 pytestmark = pytest.mark.docker
@@ -77,6 +83,19 @@ def test_a_session_through_the_installed_wheel_from_any_directory(
         '[extra_labels]\n"toolrt.test" = "1"\n'
     )
     env_client = {**env, "TOOLRT_TARGET": target}
+    refused = subprocess.run(
+        [venv_bin / "toolrt", "serve", "--config", config],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert refused.returncode != 0
+    assert "the in-sandbox agent is missing" in refused.stderr and "make wheel" in refused.stderr
+    # The agent `make agent` built (what the platform wheel would carry).
+    shutil.copy2(ROOT / "runtime" / "agent" / STATIC_AGENT, agent_dir / STATIC_AGENT)
     log = (tmp_path / "serve.log").open("w")
     daemon = subprocess.Popen(
         [venv_bin / "toolrt", "serve", "--config", config],

@@ -229,3 +229,10 @@ def test_undecodable_request_bytes_are_invalid_argument(client, method, kind, da
     assert "could not be decoded" in refused.value.details()
     # The same channel and daemon go on serving well-formed requests.
     assert json.loads(client.stub.ListTools(pb.ListToolsRequest()).tools_json)
+
+
+def test_a_number_past_64_bits_is_invalid_arguments_not_internal(session):
+    # The schema takes any integer; the agent's fields are 64-bit.
+    result = session.call("read_file", {"path": "/workspace", "limit": 1 << 63})
+    assert result.error_code == "INVALID_ARGUMENTS", result
+    assert session.shell("true").ok

@@ -3,8 +3,8 @@
 The Docker SDK is synchronous: every SDK call runs on a dedicated thread
 pool, under a deadline, never on the event loop. The per-call path touches
 no Docker API at all: calls travel over the container's attach stream
-(`framing.AgentConnection` over attach.py's stream), or for the static agent
-over the unix socket it dials (channel.py). Every Docker failure
+(`framing.AgentConnection` over attach.py's stream), or under a root daemon
+over the unix socket the agent dials (channel.py). Every Docker failure
 becomes a toolrt error in errors.py, never here.
 """
 

@@ -6,7 +6,7 @@ engine: SDK calls (`map_docker_errors`), the engine's socket and deadlines
 (`map_attach_errors`, `check_attach_status`), a sandbox whose agent never
 said hello (`map_agent_start`), and removals of containers that may already
 be gone (`tolerate_gone`). A request the caller can fix (a missing image,
-one without python3) is BadRequest; anything else is EngineUnavailable.
+one the agent cannot run in) is BadRequest; anything else is EngineUnavailable.
 """
 
 from __future__ import annotations
