@@ -647,10 +647,16 @@ func strerror(errno syscall.Errno) string {
 	return strings.ToUpper(text[:1]) + text[1:]
 }
 
+// oomFiles hold the cgroup's OOM-kill counter, v1 then v2; kept open.
+var oomFiles = []*keptFile{
+	newKeptFile("/sys/fs/cgroup/memory/memory.oom_control"),
+	newKeptFile("/sys/fs/cgroup/memory.events"),
+}
+
 // oomKills is the cgroup's OOM-kill counter (v1 or v2).
 func oomKills() (int64, bool) {
-	for _, path := range []string{"/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events"} {
-		data, err := os.ReadFile(path)
+	for _, file := range oomFiles {
+		data, err := file.read()
 		if err != nil {
 			continue
 		}

@@ -420,7 +420,9 @@ func lineWindow(f io.Reader, first, limit, maxBytes int64, check func() error) (
 	newlines := int64(0)
 	truncated := false
 	lastEndsLine, any := false, false
-	chunk := make([]byte, windowChunk)
+	pooled := getChunk()
+	defer putChunk(pooled)
+	chunk := (*pooled)[:windowChunk]
 	for {
 		if err := check(); err != nil {
 			return 0, false, nil, err

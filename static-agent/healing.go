@@ -16,7 +16,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
 	"sort"
 	"strconv"
@@ -43,20 +42,20 @@ const (
 	healLabelsMax = 4096
 )
 
-// cgroupFiles: (limit, current) per kind, cgroup v1 then v2.
-var cgroupFiles = map[string][][2]string{
+// cgroupFiles: (limit, current) per kind, cgroup v1 then v2; kept open.
+var cgroupFiles = map[string][][2]*keptFile{
 	pressurePids: {
-		{"/sys/fs/cgroup/pids/pids.max", "/sys/fs/cgroup/pids/pids.current"},
-		{"/sys/fs/cgroup/pids.max", "/sys/fs/cgroup/pids.current"},
+		{newKeptFile("/sys/fs/cgroup/pids/pids.max"), newKeptFile("/sys/fs/cgroup/pids/pids.current")},
+		{newKeptFile("/sys/fs/cgroup/pids.max"), newKeptFile("/sys/fs/cgroup/pids.current")},
 	},
 	pressureMemory: {
-		{"/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes"},
-		{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"},
+		{newKeptFile("/sys/fs/cgroup/memory/memory.limit_in_bytes"), newKeptFile("/sys/fs/cgroup/memory/memory.usage_in_bytes")},
+		{newKeptFile("/sys/fs/cgroup/memory.max"), newKeptFile("/sys/fs/cgroup/memory.current")},
 	},
 }
 
-func readCount(path string) (int64, bool) {
-	data, err := os.ReadFile(path)
+func readCount(file *keptFile) (int64, bool) {
+	data, err := file.read()
 	if err != nil {
 		return 0, false
 	}

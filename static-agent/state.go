@@ -127,7 +127,9 @@ func (s *stateChannel) read() {
 	if err != nil {
 		return
 	}
-	buf := make([]byte, recordMax)
+	pooled := getChunk()
+	defer putChunk(pooled)
+	buf := (*pooled)[:recordMax]
 	oob := make([]byte, syscall.CmsgSpace(syscall.SizeofUcred))
 	ended := false
 	for !ended {
@@ -192,7 +194,9 @@ func (s *stateChannel) settle() {
 	<-s.done
 	raw, err := s.file.SyscallConn()
 	if err == nil {
-		buf := make([]byte, recordMax)
+		pooled := getChunk()
+		defer putChunk(pooled)
+		buf := (*pooled)[:recordMax]
 		oob := make([]byte, syscall.CmsgSpace(syscall.SizeofUcred))
 		_ = raw.Control(func(fd uintptr) {
 			for i := 0; i < 4096; i++ {

@@ -115,7 +115,9 @@ func (s *stream) start(a *Agent, call *Call) {
 func (s *stream) read(a *Agent, call *Call) {
 	defer s.file.Close()
 	defer s.once.Do(func() { close(s.taken) })
-	buf := make([]byte, readChunk)
+	pooled := getChunk()
+	defer putChunk(pooled)
+	buf := (*pooled)[:readChunk]
 	for {
 		n, err := s.file.Read(buf)
 		if n > 0 {

@@ -100,13 +100,7 @@ func newKeyboard(master int) (*keyboard, error) {
 	return &keyboard{fd: fd}, nil
 }
 
-func dupCloexec(fd int) (int, error) {
-	r, _, errno := syscall.Syscall(syscall.SYS_FCNTL, uintptr(fd), syscall.F_DUPFD_CLOEXEC, 0)
-	if errno != 0 {
-		return -1, errno
-	}
-	return int(r), nil
-}
+func dupCloexec(fd int) (int, error) { return dupCloexecFrom(fd, 0) }
 
 // typeIn writes what the terminal takes now of data, never waiting; how
 // much. open is false once the keyboard is closed (or there is none).

@@ -33,6 +33,7 @@ func FuzzDecoder(f *testing.F) {
 			t.Fatalf("decoder holds %d bytes", len(d.buf))
 		}
 		for _, frame := range append(first, rest...) {
+			checkSameAsUnmarshal(t, frame.Op, frame)
 			m, err := frame.Message()
 			if err != nil {
 				continue

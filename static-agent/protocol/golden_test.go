@@ -71,3 +71,41 @@ func TestGoldenFrames(t *testing.T) {
 		}
 	}
 }
+
+// Message decodes from the fields newFrame decoded; a message's own
+// UnmarshalJSON of the header must agree with it on every golden frame,
+// refused ones included (and on every fuzzed one, FuzzDecoder).
+func TestMessageFromFieldsAgreesWithUnmarshal(t *testing.T) {
+	paths, _ := filepath.Glob("testdata/golden/*")
+	for _, path := range paths {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d Decoder
+		frames, err := d.Feed(data)
+		if err != nil || len(frames) != 1 {
+			continue // refused before any message is decoded
+		}
+		checkSameAsUnmarshal(t, filepath.Base(path), frames[0])
+	}
+}
+
+// checkSameAsUnmarshal: the frame's Message is what decoding its header
+// with json.Unmarshal makes, or fails the same way.
+func checkSameAsUnmarshal(t *testing.T, name string, frame *Frame) {
+	t.Helper()
+	fast, fastErr := frame.Message()
+	slow, slowErr := (&Frame{Op: frame.Op, Header: frame.Header}).Message()
+	if (fastErr == nil) != (slowErr == nil) || (fastErr != nil && fastErr.Error() != slowErr.Error()) {
+		t.Fatalf("%s: errors differ: %v / %v", name, fastErr, slowErr)
+	}
+	if fastErr != nil {
+		return
+	}
+	a, _ := Encode(fast, 1, 1, nil)
+	b, _ := Encode(slow, 1, 1, nil)
+	if !bytes.Equal(a, b) {
+		t.Fatalf("%s: decodes differently:\n%s\n%s", name, a, b)
+	}
+}
