@@ -84,6 +84,10 @@ func main() {
 			os.Exit(1)
 		}
 	}
+	if err := confineSelf(); err != nil {
+		// Best effort: without it the engine's filter alone holds the agent.
+		fmt.Fprintf(os.Stderr, "toolrt-agent: not under its syscall filter: %v\n", err)
+	}
 	if os.Getpid() != 1 {
 		// Outside a container the orphans of commands should still come here.
 		_, _, _ = syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0)

@@ -1,15 +1,22 @@
 package main
 
-// The syscall filter every command runs under, on top of the engine's: the
-// same program runtime/agent/seccomp.py builds (a test holds the two to the
-// same bytes, testdata/seccomp-*.hex). The C launcher installs it right
-// before it execs the shell; see seccomp.py for what it refuses and why.
+// The syscall filter the agent and every command run under, on top of the
+// engine's: the program the Python agent's seccomp.py built (a test holds it
+// to those bytes, testdata/seccomp-*.hex). The agent installs it on itself
+// at start (confineSelf); the C launcher installs it again right before it
+// execs a command. It refuses io_uring, bpf, userfaultfd, perf_event_open,
+// the keyrings, mount and umount, user namespaces (unshare and clone with
+// CLONE_NEWUSER), sockets other than unix, IPv4, IPv6 and netlink's route
+// family (EPERM), and clone3 (ENOSYS, so libcs fall back to clone, whose
+// flags a filter can see).
 
 import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"runtime"
 	"syscall"
+	"unsafe"
 )
 
 const (
@@ -164,4 +171,37 @@ func machine() string {
 		b = append(b, byte(c))
 	}
 	return string(b)
+}
+
+const (
+	prSetNoNewPrivs        = 38
+	seccompSetModeFilter   = 1
+	seccompFilterFlagTsync = 1
+)
+
+// confineSelf puts every thread of the agent under the filter its commands
+// run under (stacked on the engine's), as the Python agent did: a command
+// that subverted the agent would still be refused what a command is. With
+// no_new_privs first, so no capability is needed (the engine sets it in a
+// container already), and TSYNC, since the Go runtime has threads by now.
+func confineSelf() error {
+	program, err := filterProgram(machine())
+	if err != nil {
+		return err
+	}
+	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetNoNewPrivs, 1, 0); errno != 0 {
+		return fmt.Errorf("prctl(PR_SET_NO_NEW_PRIVS): %v", errno)
+	}
+	prog := struct {
+		length uint16
+		_      [6]byte
+		filter *byte
+	}{uint16(len(program) / 8), [6]byte{}, &program[0]}
+	_, _, errno := syscall.RawSyscall(sysSeccomp, seccompSetModeFilter, seccompFilterFlagTsync,
+		uintptr(unsafe.Pointer(&prog)))
+	runtime.KeepAlive(program)
+	if errno != 0 {
+		return fmt.Errorf("seccomp(SECCOMP_SET_MODE_FILTER): %v", errno)
+	}
+	return nil
 }

@@ -110,3 +110,15 @@ def test_session_env_reaches_commands_only(client, docker_client):
         assert result.output["stdout"].startswith("s3cr3t\n")
         container = docker_client.containers.get(f"toolrt-{session.id}")
         assert not any("SECRET_TOKEN" in e for e in container.attrs["Config"]["Env"])
+
+
+@pytest.mark.runc_only("gVisor's /proc/PID/status does not count a process's filters")
+def test_the_agent_runs_under_its_own_syscall_filter(session):
+    # The engine's filter, then the agent's own (installed on itself at
+    # start); a command adds the one its launcher installs.
+    counts = (
+        session.shell("grep Seccomp_filters /proc/1/status /proc/self/status | awk '{print $2}'")
+        .output["stdout"]
+        .split()
+    )
+    assert counts == ["2", "3"], counts
