@@ -196,11 +196,14 @@ func statusField(status []byte, key string) []byte {
 // whether any was stopped (its note waits in the healer). Groups of running
 // calls and `alsoKeep` are never stopped.
 func (a *Agent) relieve(kind string, alsoKeep ...uint32) bool {
+	// Taken even without pressure: a call starting while a relief is under
+	// way waits for it, so the note naming what it stopped is this call's
+	// to give (the relief may have lifted the pressure it looks for).
+	a.healer.relieving.Lock()
+	defer a.healer.relieving.Unlock()
 	if kind == "" {
 		return false
 	}
-	a.healer.relieving.Lock()
-	defer a.healer.relieving.Unlock()
 	keep := map[uint32]bool{}
 	for _, g := range alsoKeep {
 		keep[g] = true
