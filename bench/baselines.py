@@ -57,6 +57,9 @@ class Baselines:
         # The daemon's own container recipe (same image, same hardening),
         # without the attach and hello that make it a toolrt session.
         self._backend = DockerBackend(Config(instance=instance))
+        # Its agent on stdio: nothing listens on a channel socket here, and
+        # an agent that cannot dial one exits (its container with it).
+        self._backend._channel = False
         self._config = self._backend._config
 
     def n(self, full: int, quick: int) -> int:
