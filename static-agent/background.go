@@ -191,7 +191,7 @@ func (a *Agent) detach(call *Call, run *run, started time.Time, idle bool, out o
 	result.ExitCode = info.ExitCode
 	result.Background = &info
 	result.DurationMS = time.Since(started).Milliseconds()
-	a.answerCall(call.id, call.epoch, call.request, &result, body.Bytes())
+	a.answerCall(call.id, call.epoch, call.request.CallID, &result, body.Bytes())
 	return p
 }
 

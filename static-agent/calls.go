@@ -103,10 +103,10 @@ type Call struct {
 func init() {
 	handle("exec", func(a *Agent, frame *protocol.Frame, m protocol.Message) {
 		request := m.(*protocol.Exec)
-		if a.resumed(frame.ID, frame.Epoch, request) {
+		if a.resumed(frame.ID, frame.Epoch, request.CallID, request.Resume) {
 			return
 		}
-		a.starting(request)
+		a.starting(request.CallID)
 		go a.exec(frame.ID, frame.Epoch, request, frame.Body)
 	})
 	handle("cancel", func(a *Agent, frame *protocol.Frame, m protocol.Message) {
@@ -141,7 +141,7 @@ func (a *Agent) exec(id, epoch int64, request *protocol.Exec, stdin []byte) {
 	fail := func(code, message string) {
 		f := protocol.NewFailure()
 		f.Code, f.Message = code, message
-		a.answerCall(id, epoch, request, &f, nil)
+		a.answerCall(id, epoch, request.CallID, &f, nil)
 	}
 	if request.Background && !a.procs.hasRoom(request.MaxBackground) {
 		fail(protocol.LimitExceeded, fmt.Sprintf("%d background processes are already running "+
@@ -201,7 +201,7 @@ func (a *Agent) exec(id, epoch int64, request *protocol.Exec, stdin []byte) {
 	}
 	if failure := run.spawnFailure(request.Cwd); failure != nil {
 		forget()
-		a.answerCall(id, epoch, request, failure, nil)
+		a.answerCall(id, epoch, request.CallID, failure, nil)
 		return
 	}
 	if out.detach {
@@ -253,7 +253,7 @@ func (a *Agent) exec(id, epoch int64, request *protocol.Exec, stdin []byte) {
 	result.DurationMS = time.Since(started).Milliseconds()
 	result.Notes = append(result.Notes, a.healer.takeNotes()...)
 	forget()
-	a.answerCall(id, epoch, request, &result, body.Bytes())
+	a.answerCall(id, epoch, request.CallID, &result, body.Bytes())
 }
 
 // outcome is how a call's wait ended.

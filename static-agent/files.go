@@ -30,12 +30,17 @@ const (
 )
 
 // opError is a failure with an agent error code.
-type opError struct{ code, message string }
+type opError struct {
+	code, message string
+	// A symbolic link on the path stopped the walk (an exact Write then
+	// answers resolve_first instead of failing).
+	link bool
+}
 
 func (e *opError) Error() string { return e.message }
 
 func failWith(code, format string, args ...any) *opError {
-	return &opError{code, fmt.Sprintf(format, args...)}
+	return &opError{code: code, message: fmt.Sprintf(format, args...)}
 }
 
 func failureOf(err error) *protocol.Failure {
@@ -167,7 +172,9 @@ func explainWalk(err error, fd int, name, path string) error {
 			return osFailure(err, path)
 		}
 		if st.Mode&syscall.S_IFMT == syscall.S_IFLNK {
-			return failWith(protocol.PathDenied, "%s: a symbolic link appeared in the path after it was checked", path)
+			linked := failWith(protocol.PathDenied, "%s: a symbolic link appeared in the path after it was checked", path)
+			linked.link = true
+			return linked
 		}
 		return failWith(protocol.NotFound, "%s: %q is not a directory", path, name)
 	}
@@ -294,9 +301,32 @@ func init() {
 			return reply, redactor.redact(body, false, reply.(*protocol.ReadReply).Truncated), nil
 		})(a, frame, m)
 	})
-	handle("write", fileOp(func(m protocol.Message, body []byte) (protocol.Message, []byte, error) {
-		return write(m.(*protocol.Write).Path, body)
-	}))
+	// A write with a call id is answered like a command: kept until an Ack,
+	// and a resumed one gets the kept answer instead of writing again.
+	handle("write", func(a *Agent, frame *protocol.Frame, m protocol.Message) {
+		request := m.(*protocol.Write)
+		if a.resumed(frame.ID, frame.Epoch, request.CallID, request.Resume) {
+			return
+		}
+		a.starting(request.CallID)
+		go func() {
+			var reply protocol.Message
+			var body []byte
+			err := asRequester(request, func() (err error) {
+				reply, body, err = write(request.Path, frame.Body, request.Exact)
+				return err
+			})
+			if err != nil {
+				reply, body = failureOf(err), nil
+			}
+			if written, ok := reply.(*protocol.WriteReply); ok && written.ResolveFirst {
+				// Nothing written: not an answer to keep, the daemon writes again.
+				a.notStarted(frame.ID, frame.Epoch, request.CallID, reply)
+				return
+			}
+			a.answerCall(frame.ID, frame.Epoch, request.CallID, reply, body)
+		}()
+	})
 	handle("unlink", fileOp(func(m protocol.Message, _ []byte) (protocol.Message, []byte, error) {
 		path := m.(*protocol.Unlink).Path
 		parent, name, err := openParent(path, false)
@@ -481,16 +511,29 @@ func afterNewline(data []byte, nth int64) int {
 }
 
 // write replaces a file atomically (temporary file and rename), creating
-// its parent directories.
-func write(path string, data []byte) (protocol.Message, []byte, error) {
+// its parent directories. `exact`: the path is as the daemon checked it,
+// not resolved, so a symbolic link anywhere on it (which a resolved path
+// would have gone through) writes nothing and answers resolve_first.
+func write(path string, data []byte, exact bool) (protocol.Message, []byte, error) {
+	resolveFirst := func() (protocol.Message, []byte, error) {
+		reply := protocol.NewWriteReply()
+		reply.ResolveFirst = true
+		return &reply, nil, nil
+	}
 	parent, name, err := openParent(path, true)
 	if err != nil {
+		if oe, ok := err.(*opError); ok && oe.link && exact {
+			return resolveFirst()
+		}
 		return nil, nil, err
 	}
 	defer syscall.Close(parent)
 	mode := uint32(0o644)
 	var st syscall.Stat_t
 	if lstatAt(parent, name, &st) == nil {
+		if exact && st.Mode&syscall.S_IFMT == syscall.S_IFLNK {
+			return resolveFirst()
+		}
 		switch st.Mode & syscall.S_IFMT {
 		case syscall.S_IFDIR:
 			return nil, nil, failWith(protocol.InvalidArguments, "%s: is a directory", path)

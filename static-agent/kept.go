@@ -85,25 +85,26 @@ func (k *kept) unacked() []string {
 	return ids
 }
 
-// resumed answers a resumed Exec this agent knows (now, or when it ends);
-// false when it never saw the call id, which then runs as new.
-func (a *Agent) resumed(id, epoch int64, request *protocol.Exec) bool {
-	if !request.Resume || request.CallID == "" {
+// resumed answers a resumed call (an Exec or a Write) this agent knows
+// (now, or when it ends); false when it never saw the call id, which then
+// runs as new.
+func (a *Agent) resumed(id, epoch int64, callID string, resume bool) bool {
+	if !resume || callID == "" {
 		return false
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	k := a.kept
-	if waiters, running := k.running[request.CallID]; running {
-		k.running[request.CallID] = append(waiters, waiter{id, epoch})
+	if waiters, running := k.running[callID]; running {
+		k.running[callID] = append(waiters, waiter{id, epoch})
 		return true
 	}
-	if e, ok := k.answers[request.CallID]; ok {
+	if e, ok := k.answers[callID]; ok {
 		kept := e.Value.(*answer)
 		go a.sendEpoch(kept.message, id, epoch, kept.body)
 		return true
 	}
-	if _, ok := k.seen[request.CallID]; ok {
+	if _, ok := k.seen[callID]; ok {
 		f := protocol.NewFailure()
 		f.Code = protocol.OutcomeUnknown
 		f.Message = "the sandbox ran this call but no longer keeps its result " +
@@ -115,24 +116,42 @@ func (a *Agent) resumed(id, epoch int64, request *protocol.Exec) bool {
 }
 
 // starting marks a call with a call id as running.
-func (a *Agent) starting(request *protocol.Exec) {
-	if request.CallID == "" {
+func (a *Agent) starting(callID string) {
+	if callID == "" {
 		return
 	}
 	a.mu.Lock()
-	a.kept.running[request.CallID] = nil
+	a.kept.running[callID] = nil
 	a.mu.Unlock()
+}
+
+// notStarted answers a call that did nothing (an exact Write that met a
+// link): nothing is kept, and the call id is not running any more, so the
+// daemon's next request under it runs as new (as do later daemons' waiting
+// requests, answered the same).
+func (a *Agent) notStarted(id, epoch int64, callID string, m protocol.Message) {
+	var waiters []waiter
+	if callID != "" {
+		a.mu.Lock()
+		waiters = a.kept.running[callID]
+		delete(a.kept.running, callID)
+		a.mu.Unlock()
+	}
+	a.sendEpoch(m, id, epoch, nil)
+	for _, w := range waiters {
+		a.sendEpoch(m, w.id, w.epoch, nil)
+	}
 }
 
 // answerCall is a call's one answer: kept by call id, sent to the request
 // (in its daemon's epoch) and to every later request waiting for it.
-func (a *Agent) answerCall(id, epoch int64, request *protocol.Exec, m protocol.Message, body []byte) {
+func (a *Agent) answerCall(id, epoch int64, callID string, m protocol.Message, body []byte) {
 	var waiters []waiter
-	if request.CallID != "" {
+	if callID != "" {
 		a.mu.Lock()
-		waiters = a.kept.running[request.CallID]
-		delete(a.kept.running, request.CallID)
-		a.kept.keep(&answer{request.CallID, m, body})
+		waiters = a.kept.running[callID]
+		delete(a.kept.running, callID)
+		a.kept.keep(&answer{callID, m, body})
 		a.mu.Unlock()
 	}
 	a.sendEpoch(m, id, epoch, body)

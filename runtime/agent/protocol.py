@@ -56,7 +56,12 @@ MAX_BODY = 256 << 20
 #    A session whose agent speaks 5 is refused at re-adoption with the reason.
 # 7: the static agent's channel: a unix socket it dials (AGENT_SOCKET), opened
 #    by a Channel frame (its token) each way, instead of the container's stdio.
-VERSION = 7
+# 8: Write.call_id and Write.resume: a write's answer is kept by call id, as
+#    a command's, so write_file needs no start record (an older agent would
+#    write a resumed call again); Write.exact and WriteReply.resolve_first:
+#    a path the daemon checked as asked is written in one trip unless a link
+#    is on it.
+VERSION = 8
 
 # Error codes the agent answers with (`Failure.code`); the daemon maps them
 # to its tool failures in runtime/sandbox/agent_client.py.
@@ -450,12 +455,25 @@ class Write(Message):
 
     OP: ClassVar[str] = "write"
     path: str = ""
+    # As Exec's: the tool call this write answers (its answer is kept under
+    # this id until an Ack), and whether a previous daemon may have sent it
+    # (then a kept answer comes back instead of writing again).
+    call_id: str = ""
+    resume: bool = False
+    # The path as the daemon checked it, not resolved: written only if no
+    # symbolic link is on it (none can be followed then, so what is written
+    # is what was checked); with one, nothing is written and the reply says
+    # resolve_first (and is not kept under call_id).
+    exact: bool = False
 
 
 @records.record
 class WriteReply(Message):
     OP: ClassVar[str] = "written"
     bytes_written: int = 0
+    # An exact Write met a symbolic link on its path and wrote nothing: the
+    # daemon resolves the path, checks what it resolves to, and writes that.
+    resolve_first: bool = False
 
 
 @records.record

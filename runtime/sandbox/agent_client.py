@@ -278,8 +278,22 @@ class AgentClient:
             raise failure_of(reply.failure)
         return reply, body
 
-    async def write(self, path: str, data: bytes) -> protocol.WriteReply:
-        reply, _ = await self._call(protocol.Write(path=path), protocol.WriteReply, data)
+    async def write(
+        self,
+        path: str,
+        data: bytes,
+        call_id: str = "",
+        resume: bool = False,
+        exact: bool = False,
+    ) -> protocol.WriteReply:
+        """Replace `path` with `data`; with a `call_id` the agent keeps the
+        answer until an Ack, and `resume` gets that answer instead of writing
+        again (write_file's exactly-once without a start record). `exact`:
+        `path` was checked as asked, not resolved; the agent writes it only
+        if no symbolic link is on it, else writes nothing and the reply says
+        `resolve_first`."""
+        request = protocol.Write(path=path, call_id=call_id, resume=resume, exact=exact)
+        reply, _ = await self._call(request, protocol.WriteReply, data)
         return reply
 
     async def unlink(self, path: str) -> None:

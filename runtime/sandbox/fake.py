@@ -183,6 +183,16 @@ class FakeChannel:
             self.kept[request.call_id] = answer
         return answer
 
+    def _write(self, request: protocol.Write, body: bytes) -> Answer:
+        """A write's answer kept by call id, as the static agent keeps it."""
+        if request.resume and request.call_id in self.kept:
+            return self.kept[request.call_id]
+        self._put(request.path, body)
+        answer: Answer = (protocol.WriteReply(bytes_written=len(body)), b"")
+        if request.call_id:
+            self.kept[request.call_id] = answer
+        return answer
+
     async def _run_exec(
         self, request: protocol.Exec, rid: int, on_event: FrameSink | None
     ) -> Answer:
@@ -269,8 +279,7 @@ class FakeChannel:
         if isinstance(request, protocol.Read):
             return self._read(request)
         if isinstance(request, protocol.Write):
-            self._put(request.path, body)
-            return protocol.WriteReply(bytes_written=len(body)), b""
+            return self._write(request, body)
         if isinstance(request, protocol.Unlink):
             self.files.pop(request.path, None)
             return protocol.Done(), b""

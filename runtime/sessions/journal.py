@@ -276,14 +276,22 @@ class Journal:
     def _trim(self) -> None:
         """Drop the oldest finished results past the bounds; keep their ids."""
         over = len(self._entries) - self.max_results
-        for call_id in list(self._entries):
-            if over <= 0 and self._bytes <= self.max_bytes:
+        bytes_over = self._bytes - self.max_bytes
+        if over <= 0 and bytes_over <= 0:
+            return
+        # The oldest first, and only as many as the bounds need: a full
+        # journal drops one entry a call, so no copy of all its keys.
+        dropped: list[str] = []
+        for call_id, entry in self._entries.items():
+            if over <= 0 and bytes_over <= 0:
                 break
-            entry = self._entries[call_id]
             if not entry.answer.done():
                 continue  # still running: its waiters need it
-            del self._entries[call_id]
+            dropped.append(call_id)
             over -= 1
+            bytes_over -= entry.size
+        for call_id in dropped:
+            entry = self._entries.pop(call_id)
             self._bytes -= entry.size
             if self.max_ids:
                 self._forgotten[call_id] = entry.fingerprint

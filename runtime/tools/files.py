@@ -134,9 +134,24 @@ async def read_file(ctx: ToolContext, args: ReadFileArgs) -> dict[str, Any]:
 
 
 async def write_file(ctx: ToolContext, args: WriteFileArgs) -> dict[str, Any]:
-    resolved, _ = await checked_path(ctx, args.path, write=True)
-    reply = await ctx.agent.write(resolved, args.content.encode())
-    return {"path": resolved, "bytes_written": reply.bytes_written}
+    data = args.content.encode()
+    # By call id: the agent keeps the answer, so a call a crashed daemon sent
+    # is answered from it, not written again (WRITE_FILE is resumable).
+    call_id, resume = ctx.call_id, ctx.resume
+    path = asked_path(args.path)
+    try:
+        check_resolved(ctx, path, path, write=True)
+    except PathDenied:
+        pass  # it may resolve to an allowed path: checked below, as resolved
+    else:
+        # One trip to the agent: the path as checked, written unless a link
+        # is on it (then nothing is, and it is resolved and checked first).
+        reply = await ctx.agent.write(path, data, call_id, resume, exact=True)
+        if not reply.resolve_first:
+            return {"path": path, "bytes_written": reply.bytes_written}
+    path, _ = await checked_path(ctx, args.path, write=True)
+    reply = await ctx.agent.write(path, data, call_id, resume)
+    return {"path": path, "bytes_written": reply.bytes_written}
 
 
 def replace_exact(text: str, old: str, new: str, replace_all: bool, path: str) -> tuple[str, int]:
@@ -240,6 +255,8 @@ need the whole file and shows a diff. The workspace is size-capped \
 (LIMIT_EXCEEDED when full). {PATHS} {NO_NETWORK}""",
     arguments=WriteFileArgs,
     run=write_file,
+    # The agent keeps its answer by call id: one journal commit, not two.
+    resumable=True,
 )
 
 EDIT_FILE = Tool(

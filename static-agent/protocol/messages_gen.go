@@ -5,7 +5,7 @@ package protocol
 import "encoding/json"
 
 const (
-	Version          = 7
+	Version          = 8
 	MaxHeader        = 1048576
 	MaxBody          = 268435456
 	NotFound         = "NOT_FOUND"
@@ -43,7 +43,7 @@ type Hello struct {
 // NewHello is a Hello with protocol.py's defaults.
 func NewHello() Hello {
 	return Hello{
-		Version: 7,
+		Version: 8,
 	}
 }
 
@@ -595,13 +595,19 @@ func (m *Read) UnmarshalJSON(data []byte) error {
 
 // Write: Replace a file atomically with the body, creating parent directories.
 type Write struct {
-	Path string
+	Path   string
+	CallID string
+	Resume bool
+	Exact  bool
 }
 
 // NewWrite is a Write with protocol.py's defaults.
 func NewWrite() Write {
 	return Write{
-		Path: "",
+		Path:   "",
+		CallID: "",
+		Resume: false,
+		Exact:  false,
 	}
 }
 
@@ -609,10 +615,22 @@ func (*Write) Op() string { return "write" }
 
 func (m *Write) encodeFields(e *encoder) {
 	e.str("path", m.Path)
+	e.str("call_id", m.CallID)
+	e.boolean("resume", m.Resume)
+	e.boolean("exact", m.Exact)
 }
 
 func (m *Write) decodeFields(raw map[string]json.RawMessage) error {
 	if err := field(raw, "path", &m.Path, false, "Write.path"); err != nil {
+		return err
+	}
+	if err := field(raw, "call_id", &m.CallID, false, "Write.call_id"); err != nil {
+		return err
+	}
+	if err := field(raw, "resume", &m.Resume, false, "Write.resume"); err != nil {
+		return err
+	}
+	if err := field(raw, "exact", &m.Exact, false, "Write.exact"); err != nil {
 		return err
 	}
 	return nil
@@ -1251,7 +1269,7 @@ type HelloReply struct {
 // NewHelloReply is a HelloReply with protocol.py's defaults.
 func NewHelloReply() HelloReply {
 	return HelloReply{
-		Version: 7,
+		Version: 8,
 		Python:  "",
 		Pid:     0,
 		Running: []string{},
@@ -1847,12 +1865,14 @@ func (m *ReadReply) UnmarshalJSON(data []byte) error {
 
 type WriteReply struct {
 	BytesWritten int64
+	ResolveFirst bool
 }
 
 // NewWriteReply is a WriteReply with protocol.py's defaults.
 func NewWriteReply() WriteReply {
 	return WriteReply{
 		BytesWritten: 0,
+		ResolveFirst: false,
 	}
 }
 
@@ -1860,10 +1880,14 @@ func (*WriteReply) Op() string { return "written" }
 
 func (m *WriteReply) encodeFields(e *encoder) {
 	e.int("bytes_written", m.BytesWritten)
+	e.boolean("resolve_first", m.ResolveFirst)
 }
 
 func (m *WriteReply) decodeFields(raw map[string]json.RawMessage) error {
 	if err := field(raw, "bytes_written", &m.BytesWritten, false, "WriteReply.bytes_written"); err != nil {
+		return err
+	}
+	if err := field(raw, "resolve_first", &m.ResolveFirst, false, "WriteReply.resolve_first"); err != nil {
 		return err
 	}
 	return nil

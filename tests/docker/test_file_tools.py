@@ -227,6 +227,25 @@ def test_symlinks_to_outside_are_resolved_then_denied(session):
     assert session.call("read_file", {"path": "good-link"}).output["content"] == "inside\n"
 
 
+def test_write_file_through_links_that_stay_allowed_writes_their_targets(session):
+    # write_file sends the path as checked and the agent refuses to write
+    # through a link: each of these is then resolved, checked and written.
+    sh(
+        session,
+        "mkdir real-dir; echo old > real.txt; ln -s real.txt good-link; "
+        "ln -s real-dir dir-link; ln -s /workspace/via-tmp.txt /tmp/to-workspace",
+    )
+    for path, target, content in (
+        ("good-link", "/workspace/real.txt", "new"),
+        ("dir-link/f.txt", "/workspace/real-dir/f.txt", "in"),
+        ("/tmp/to-workspace", "/workspace/via-tmp.txt", "tmp"),
+    ):
+        written = session.call("write_file", {"path": path, "content": content})
+        assert written.ok and written.output["path"] == target, (path, written)
+    listing = "cat real.txt real-dir/f.txt via-tmp.txt; readlink good-link dir-link"
+    assert sh(session, listing) == "newintmpreal.txt\nreal-dir\n"
+
+
 def test_cwd_is_anywhere_the_sandbox_user_may_enter_and_is_remembered(session):
     # The allowlist governs the file tools, not where a command runs.
     assert session.shell("pwd", cwd="/usr/bin").output["stdout"] == "/usr/bin\n"

@@ -51,3 +51,21 @@ def test_a_resume_of_a_running_call_waits_for_its_one_answer():
         assert second == await first == "1\n"
 
     with_sandbox(check)
+
+
+def test_a_resumed_write_is_answered_from_what_the_agent_kept_not_written_again():
+    async def check(backend: LocalBackend, sandbox: ConnectedSandbox) -> None:
+        agent = sandbox.agent
+        reply = await agent.write("/workspace/w.txt", b"first", call_id="w", resume=True)
+        assert reply.bytes_written == 5  # never seen: written
+        await sandbox.agent.exec(exec_of("x", resume=False, command="echo changed > w.txt"))
+        again = await agent.write("/workspace/w.txt", b"first!", call_id="w", resume=True)
+        assert again.bytes_written == 5  # kept: the first answer, nothing written
+        assert await out(sandbox, exec_of("y", resume=False, command="cat w.txt")) == "changed\n"
+        assert "w" in (await agent.hello(10)).unacked
+        await agent.ack(["w"])
+        with pytest.raises(OutcomeUnknown, match="no longer keeps"):
+            await agent.write("/workspace/w.txt", b"first", call_id="w", resume=True)
+        assert await out(sandbox, exec_of("z", resume=False, command="cat w.txt")) == "changed\n"
+
+    with_sandbox(check)

@@ -42,7 +42,7 @@ def test_rpcs_and_calls_out_of_descriptors_are_unavailable_and_limits(
                 assert info.value.code == grpc.StatusCode.UNAVAILABLE
                 assert "out of file descriptors" in info.value.details
             # A tool call that meets it is a limit the model can wait out.
-            monkeypatch.setattr(files, "checked_path", no_descriptors)
+            monkeypatch.setattr(files, "asked_path", no_descriptors)
             result = client.call(session.id, "write_file", {"path": "a.txt", "content": "a"})
             assert result.error_code == "LIMIT_EXCEEDED", result
             assert "out of file descriptors" in result.error_message

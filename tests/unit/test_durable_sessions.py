@@ -202,6 +202,33 @@ def test_a_call_cut_off_by_a_restart_answers_its_real_result_on_retry(restarts):
     assert runs == ["slow"]  # once, whatever the retries
 
 
+def test_a_write_file_cut_off_by_a_crash_is_answered_from_the_agent_not_written_again(restarts):
+    first = restarts()
+    with Client(first.target) as client:
+        session = client.create_session()
+        client.call(session.id, "write_file", {"path": "f.txt", "content": "old"}, call_id="w0")
+    # The window write_file has no start record for: the agent wrote and
+    # kept the answer, the daemon died before storing it (and the file
+    # changed since).
+    second = restarts(crash=True)
+    channel = restarts.backend.channels[session.id]
+    channel.kept["w1"] = (protocol.WriteReply(bytes_written=3), b"")
+    channel.files["/workspace/f.txt"] = b"later"
+    writes = len([r for _, r in restarts.backend.requests if isinstance(r, protocol.Write)])
+    with Client(second.target) as client:
+        result = client.call(
+            session.id, "write_file", {"path": "f.txt", "content": "new"}, call_id="w1"
+        )
+        fresh = client.call(
+            session.id, "write_file", {"path": "g.txt", "content": "g"}, call_id="w2"
+        )
+    assert result.ok and result.output["bytes_written"] == 3
+    assert channel.files["/workspace/f.txt"] == b"later"  # answered, not written again
+    assert fresh.ok and channel.files["/workspace/g.txt"] == b"g"
+    resumed = [r for _, r in restarts.backend.requests if isinstance(r, protocol.Write)][writes:]
+    assert [(r.call_id, r.resume) for r in resumed] == [("w1", True), ("w2", True)]
+
+
 def test_a_crash_loses_nothing_answered(restarts):
     first = restarts()
     first.daemon.core.backend.script(echo)
