@@ -31,8 +31,10 @@ from tests.conftest import RunningDaemon
 from tests.helpers import make_tar, under_gvisor
 
 # Generous: the machine is shared and loaded. The stalls these tests catch
-# were a second or more.
-MAX_STALL_S = 0.5
+# were a second or more (two on a machine half as fast). Alone the JUnit
+# case's longest gap is about 0.1 s; late in a whole gVisor run, beside the
+# sandboxes of the tests before it, it once reached 0.51 s.
+MAX_STALL_S = 0.8
 
 
 class Stalls:
