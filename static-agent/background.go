@@ -1,6 +1,6 @@
 package main
 
-// Background processes (runtime/agent/background.py): a call becomes one
+// Background processes: a call becomes one
 // when it is started with `background` (answered after settle_s) or goes
 // silent past its idle limit with on_idle "background". Its answer carries
 // a p<N> handle; its processes keep running, their output (redacted) goes

@@ -1,7 +1,7 @@
 package main
 
-// Tar archives into the sandbox (uploads, restores) as the sandbox user
-// (runtime/agent/archives.py). The archive is read in one pass as it
+// Tar archives into the sandbox (uploads, restores) as the sandbox
+// user. The archive is read in one pass as it
 // arrives (the daemon's chunks, a Credit for each one taken), decompressed
 // on the way when it is gzip, bzip2 or xz: every member is checked as its
 // header comes (no absolute paths, no `..`, no devices, FIFOs or setuid

@@ -1,6 +1,6 @@
 package main
 
-// File operations, done as the sandbox user (runtime/agent/files.py): the
+// File operations, done as the sandbox user: the
 // agent is root without DAC_OVERRIDE; each operation runs on a thread of
 // its own whose effective ids are the sandbox user's, so permissions and
 // ownership are those of a command the user runs. Paths arrive resolved

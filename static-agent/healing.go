@@ -1,6 +1,6 @@
 package main
 
-// Sessions that heal (runtime/agent/healing.py): leftovers of earlier calls
+// Sessions that heal: leftovers of earlier calls
 // must not fill the sandbox. A call answers when its main process exits;
 // what it left running (`server &`, or a fork bomb that outlives its call)
 // keeps its call's group (tree.go). When the pids or memory limit is

@@ -1,6 +1,6 @@
 package main
 
-// Calls' answers kept until the daemon has stored them (results.py): the
+// Calls' answers kept until the daemon has stored them: the
 // engine drops what the agent writes while no daemon is attached, and a
 // daemon may die between a call's answer and storing it. Every answer of a
 // call with a call id is kept by call id until an Ack; a later daemon learns

@@ -1,7 +1,7 @@
 package main
 
 // Tar archives out of the sandbox (downloads, snapshots, diffs) as the
-// sandbox user (runtime/agent/pack.py): every path is opened by walking
+// sandbox user: every path is opened by walking
 // from / without following links, and everything below it through
 // directory descriptors, so a directory swapped for a symlink while the
 // archive is written is never followed out of the tree asked for. Symlinks
@@ -35,7 +35,7 @@ const (
 	chunkBytes     = 1 << 20 // protocol.CHUNK_BYTES
 )
 
-// budget is a file operation's deadline and cancellation (budget.py).
+// budget is a file operation's deadline and cancellation.
 type budget struct {
 	seconds   float64
 	deadline  time.Time

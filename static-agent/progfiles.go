@@ -1,8 +1,7 @@
 package main
 
 // Files for programs: the stat, read_path and write_path operations (the
-// StatPath, ReadFile and WriteFile RPCs), as runtime/agent/program_files.py
-// does them. Unlike the model's file tools these take any path in the
+// StatPath, ReadFile and WriteFile RPCs). Unlike the model's file tools these take any path in the
 // sandbox: the permissions of the user it names (the sandbox user unless
 // it names another) are the wall (each runs as that user, asRequester). Failures carry the reasons the RPCs' clients see
 // (FILE_NOT_FOUND, ...). A read is never cut: more than max_bytes is

@@ -1,6 +1,6 @@
 package main
 
-// The sandbox's end of network egress (runtime/agent/relay.py): the agent,
+// The sandbox's end of network egress: the agent,
 // root, listens on 127.0.0.1:3128 in the container's own network namespace
 // and pipes each connection, byte for byte, to the unix socket the
 // daemon's proxy for this session listens on, in a directory the sandbox

@@ -1,6 +1,6 @@
 package main
 
-// A shell started ahead of the session's next call (runtime/agent/spare.py).
+// A shell started ahead of the session's next call.
 //
 // Starting a command costs the launcher and bash's start-up, on the call's
 // path. While the session is idle (no call running) the agent starts the

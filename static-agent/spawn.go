@@ -1,7 +1,7 @@
 package main
 
 // Programs: a Spawn runs an argv rather than a shell line (the Exec RPC,
-// the python tool's interpreter), as runtime/agent/programs.py does. It
+// the python tool's interpreter). It
 // starts through the same launcher as a command, as the user it names (the
 // sandbox user unless it names another, users.go) in a call group of its own, so its deadline and a Cancel kill its whole tree
 // as a command's do (await, kill). What differs:

@@ -1,7 +1,7 @@
 package main
 
-// The state a shell call leaves: its final directory and its exports
-// (runtime/agent/state.py). The command's bash reports them in an EXIT trap
+// The state a shell call leaves: its final directory and its exports.
+// The command's bash reports them in an EXIT trap
 // over a socket pair made per call: bash finds its end at fd stateFd, and
 // the agent reads the other with SO_PASSCRED, so the kernel names the
 // sender of every record; only the call's main process (bash itself) is
@@ -34,7 +34,7 @@ const (
 
 var shellOwnVars = map[string]bool{"PWD": true, "OLDPWD": true, "SHLVL": true, "_": true}
 
-// wrapCommand is state.wrap_command: `command` preceded, on its own first
+// wrapCommand is `command` preceded, on its own first
 // line, by the state trap (and pipefail).
 func wrapCommand(command string, report, pipefail, reportEnv bool) string {
 	prelude := ""

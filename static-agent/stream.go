@@ -1,7 +1,7 @@
 package main
 
 // One output stream of a command: the head and the tail of what it wrote
-// within the call's cap (runtime/agent/capture.py), streamed as Output
+// within the call's cap, streamed as Output
 // events when the request asks. When the main process has exited the
 // stream is cut: what it wrote before is taken, and from then on whatever
 // its background children write is read and dropped, so that they neither

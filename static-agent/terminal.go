@@ -1,6 +1,6 @@
 package main
 
-// Pseudo-terminals (runtime/agent/terminal.py) for programs (a Spawn with
+// Pseudo-terminals for programs (a Spawn with
 // tty) and background commands (an Exec with tty): the master side stays
 // with the agent, the slave becomes the command's stdin, stdout and stderr,
 // and its launcher makes it the controlling terminal (TIOCSCTTY, spawn.c).

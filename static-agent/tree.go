@@ -1,8 +1,7 @@
 package main
 
 // Which processes belong to which call, stopping a call's whole tree and
-// what earlier calls left behind (stop_leftovers),
-// as runtime/agent/tracker.py does: every command starts with a
+// what earlier calls left behind (stop_leftovers): every command starts with a
 // supplementary group of its own call (set by the root launcher before it
 // drops to the sandbox user), which no process of the sandbox can shed or
 // hand out, so /proc/<pid>/status names every process of a call whatever

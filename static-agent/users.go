@@ -1,7 +1,7 @@
 package main
 
-// Who a program or a file operation runs as, and what root may do there
-// (runtime/agent/users.py). `user` names a user of the sandbox's
+// Who a program or a file operation runs as, and what root may do there.
+// `user` names a user of the sandbox's
 // /etc/passwd, by name or uid (a bare uid it lacks runs with the same
 // gid); "" is the sandbox user. The daemon has already checked that the
 // session may use it.
