@@ -124,6 +124,7 @@ class Listener:
         self._server: asyncio.AbstractServer | None = None
         self._taken: asyncio.Future[Connection] = asyncio.get_running_loop().create_future()
         self._handed = False
+        self._closed = False
         # Connections still to present the token, oldest first.
         self._checks: dict[asyncio.Task[Any], None] = {}
 
@@ -136,7 +137,9 @@ class Listener:
         os.chmod(self._path, 0o600)
 
     def close(self) -> None:
-        """Stop listening: nothing can dial the socket any more."""
+        """Stop listening: nothing can dial the socket any more, and a
+        connection accepted before that is closed when its check ends."""
+        self._closed = True
         if self._server is not None:
             self._server.close()
         with contextlib.suppress(FileNotFoundError):
@@ -177,7 +180,8 @@ class Listener:
             writer.close()
 
     def _take(self, connection: Connection) -> None:
-        if self._taken.done():
+        # Closed: nobody will take it (an agent's late re-dial dials again).
+        if self._closed or self._taken.done():
             connection[1].close()
         else:
             self._taken.set_result(connection)
