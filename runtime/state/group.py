@@ -33,6 +33,11 @@ class GroupWriter(Generic[T]):
         self._lock = threading.Lock()
         self._queued = False
 
+    @property
+    def pending(self) -> bool:
+        """A round is queued and still gathering items."""
+        return self._queued
+
     async def submit(self, item: T) -> None:
         """Returns once the round holding `item` is done; raises what it failed with."""
         loop = asyncio.get_running_loop()

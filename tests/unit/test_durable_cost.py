@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
+from collections.abc import Callable
 
 from runtime.agent import protocol
 from runtime.client import Client
@@ -17,7 +18,7 @@ from runtime.sandbox.agent_client import AgentClient
 from runtime.sandbox.fake import FakeBackend
 from runtime.sessions.adoption import ACK_CALLS
 from runtime.state.db import StateDB
-from runtime.state.durable import COMPONENTS, Durable
+from runtime.state.durable import CHECKPOINT_EVERY, COMPONENTS, Durable
 from runtime.state.journal_store import DONE, JournalStore
 from tests.conftest import config_for_test, start_daemon
 
@@ -31,10 +32,27 @@ def _durable(tmp_path) -> tuple[Durable, list[str]]:
     return durable, commits
 
 
+def _threads_running(durable: Durable, wanted: Callable[[str], bool]) -> list[str]:
+    """The names of the threads that run each statement `wanted` selects, from now on."""
+    threads: list[str] = []
+    durable.db.conn.set_trace_callback(
+        lambda sql: threads.append(threading.current_thread().name) if wanted(sql) else None
+    )
+    return threads
+
+
 def _busy(durable: Durable) -> threading.Event:
-    """Holds the writer thread until the returned event is set."""
+    """Holds the writer thread, in a transaction, until the returned event is set."""
     release = threading.Event()
-    durable._writer.submit(release.wait)
+    held = threading.Event()
+
+    def hold() -> None:
+        with durable.db.lock:
+            held.set()
+            release.wait()
+
+    durable._writer.submit(hold)
+    held.wait()
     return release
 
 
@@ -109,3 +127,45 @@ def test_stored_results_are_acknowledged_to_the_agent_many_to_a_frame(tmp_path, 
             assert sum(map(len, acks)) <= len(ids) and len(acks) <= 2
     finally:
         running.stop()
+
+
+def test_a_call_on_an_idle_writer_is_stored_when_it_returns(tmp_path):
+    """Committed at once (no round on the writer thread), and stored."""
+    durable, _ = _durable(tmp_path)
+    threads = _threads_running(durable, lambda sql: sql == "COMMIT")
+
+    async def one() -> None:
+        await durable.call_finished("s1", "c1", "fp", ToolResult("c1", {"n": 1}))
+        assert [r.call_id for r in JournalStore(durable.db).rows("s1")] == ["c1"]
+
+    try:
+        asyncio.run(one())
+        assert threads == [threading.main_thread().name]
+    finally:
+        durable.close()
+
+
+def test_checkpoints_keep_the_log_small_and_run_on_the_writer_thread(tmp_path):
+    durable, _ = _durable(tmp_path)
+    checkpoints = _threads_running(durable, lambda sql: "wal_checkpoint" in sql)
+    wal = tmp_path / "state.sqlite3-wal"
+
+    async def many(n: int) -> int:
+        largest = 0
+        for i in range(n):
+            result = ToolResult(f"c{i}", {"out": "x" * 2000})
+            await durable.call_finished("s1", f"c{i}", "fp", result, (i, 0.0, "{}"))
+            largest = max(largest, wal.stat().st_size)
+        return largest
+
+    try:
+        # SQLite's own checkpoint is off: it would run inside a commit on the loop.
+        assert durable.db.conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
+        largest = asyncio.run(many(3 * CHECKPOINT_EVERY))
+        assert len(checkpoints) >= 2
+        assert not any(name == threading.main_thread().name for name in checkpoints)
+        # Without checkpoints the log would hold every commit: 600 of them,
+        # each a page or more of 4 KiB.
+        assert largest < 2 * CHECKPOINT_EVERY * 4096 * 4
+    finally:
+        durable.close()
