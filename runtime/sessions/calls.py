@@ -378,12 +378,13 @@ class Calls:
 
     def _needs_start_record(self, name: str) -> bool:
         """Whether a call must be recorded as started before it runs: not if
-        running it again is harmless (read-only) or its agent command says
-        itself whether it ran (resumable: always sent with `resume`)."""
+        running it again is harmless (read-only), its agent command says
+        itself whether it ran (resumable: always sent with `resume`), or it
+        names no tool (answered UNKNOWN_TOOL, nothing run)."""
         try:
             tool = self._registry.get(name)
         except UnknownTool:
-            return True
+            return False
         return not (tool.read_only or tool.resumable)
 
     async def _execute_in_batch(self, tenant: str, session_id: str, call: ToolCall) -> ToolResult:

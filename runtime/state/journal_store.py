@@ -1,13 +1,13 @@
 """The call journal in the state database: exactly once across restarts.
 
 Every call's final result (`done`) is written before the answer is sent. A
-call whose side effects the agent cannot vouch for (write_file, edit_file,
-process_kill) also gets a `running` row before it starts, so a daemon that
-died meanwhile answers its retry OUTCOME_UNKNOWN rather than run it twice.
-Read-only calls need none (running one again is harmless), nor do commands
-(shell, run_tests): they go to the agent with their call id and `resume`,
-and the agent, which keeps answers until they are acknowledged, answers one
-it already ran instead of running it again.
+call whose side effects the agent cannot vouch for (edit_file, process_kill)
+also gets a `running` row before it starts, so a daemon that died meanwhile
+answers its retry OUTCOME_UNKNOWN rather than run it twice. Read-only calls
+need none (running one again is harmless), nor does a call naming no tool,
+nor do commands and write_file: they go to the agent with their call id and
+`resume`, and the agent, which keeps answers until they are acknowledged,
+answers one it already ran instead of running it again.
 
 Bounded like the in-memory journal: past `max_results` rows a session's
 oldest results are dropped (the id and fingerprint stay, enough to refuse a

@@ -169,3 +169,29 @@ def test_checkpoints_keep_the_log_small_and_run_on_the_writer_thread(tmp_path):
         assert largest < 2 * CHECKPOINT_EVERY * 4096 * 4
     finally:
         durable.close()
+
+
+def test_only_calls_that_may_act_unrecorded_are_recorded_as_started(tmp_path):
+    """A start record costs a commit: write_file (resumable), read_file
+    (read-only) and a call naming no tool (nothing runs) go without one;
+    edit_file, which the agent cannot vouch for, does not."""
+    backend = FakeBackend()
+    running = start_daemon(config_for_test(state_dir=str(tmp_path)), backend=backend)
+    try:
+        with Client(running.target) as client:
+            session = client.create_session()
+            durable = running.daemon.core.durable
+            starts = _threads_running(durable, lambda sql: "'running'" in sql)
+            write = {"path": "a.txt", "content": "one\n"}
+            for tool, arguments in [
+                ("write_file", write),
+                ("read_file", {"path": "a.txt"}),
+                ("no_such_tool", {}),
+            ]:
+                client.call(session.id, tool, arguments)
+            assert starts == []
+            edit = {"path": "a.txt", "old_string": "one", "new_string": "two"}
+            assert client.call(session.id, "edit_file", edit).ok
+            assert len(starts) == 1
+    finally:
+        running.stop()
