@@ -124,18 +124,26 @@ class Durable:
     def _wrote(self) -> None:
         """Count a transaction; every CHECKPOINT_EVERY, queue a checkpoint."""
         self._since_checkpoint += 1
-        if self._since_checkpoint >= CHECKPOINT_EVERY and not self._closed:
+        if self._since_checkpoint >= CHECKPOINT_EVERY:
             self._since_checkpoint = 0
-            self._writer.submit(self._checkpoint)
+            self._later("a checkpoint", self._checkpoint)
 
     def _checkpoint(self) -> None:
-        """On the writer: copy the log into the database (a failure is retried
-        at the next one; the log keeps every commit meanwhile)."""
+        """Copy the log into the database (the log keeps every commit until then)."""
+        with self.db.lock:
+            self.db.conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+
+    def _later(self, what: str, work: Callable[[], None]) -> None:
+        """Upkeep on the writer thread, apart from any call: a failure is
+        logged, and the next time it is due tries again."""
+        if not self._closed:
+            self._writer.submit(self._logged, what, work)
+
+    def _logged(self, what: str, work: Callable[[], None]) -> None:
         try:
-            with self.db.lock:
-                self.db.conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            work()
         except sqlite3.Error as exc:
-            log.warning("state database %s: checkpoint failed (%s)", self.db.path, exc)
+            log.warning("state database %s: %s failed (%s)", self.db.path, what, exc)
 
     def _commit(self, writes: list[Callable[[], None]]) -> list[Exception | None]:
         """One transaction, a savepoint per row (holds the database's lock)."""
@@ -222,12 +230,22 @@ class Durable:
         """The call's result and, in the same transaction, what it changed of
         its session (`touch`: calls, last use, tools' state as JSON)."""
 
+        trim_due = False
+
         def both() -> None:
-            self.journal.finish(session_id, call_id, fingerprint, result)
+            nonlocal trim_due
+            trim_due = self.journal.finish(session_id, call_id, fingerprint, result)
             if touch is not None:
                 self.sessions.touch(session_id, *touch)
 
         await self._grouped(both)
+        if trim_due:
+            # Not in the call's commit: on a full journal it takes milliseconds.
+            self._later("trimming the journal", lambda: self._trim(session_id))
+
+    def _trim(self, session_id: str) -> None:
+        with self._transaction():
+            self.journal.trim(session_id)
 
     async def journal_rows(self, session_id: str) -> list[JournalRow]:
         return await self._run(self.journal.rows, session_id)

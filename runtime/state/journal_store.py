@@ -27,7 +27,7 @@ RUNNING = "running"
 DONE = "done"
 # Results dropped by the bound: the id is remembered, the answer is not.
 FORGOTTEN = "forgotten"
-# Trimming costs two statements: done every this many results of a session.
+# Trimming costs two statements: due every this many results of a session.
 TRIM_EVERY = 64
 
 JOURNAL = Component(
@@ -91,7 +91,8 @@ class JournalStore:
                 (session_id, call_id, fingerprint),
             )
 
-    def finish(self, session_id: str, call_id: str, fingerprint: str, result: ToolResult) -> None:
+    def finish(self, session_id: str, call_id: str, fingerprint: str, result: ToolResult) -> bool:
+        """Store the call's result; whether the session is due a `trim`."""
         with self._db.lock:
             self._db.conn.execute(
                 "INSERT INTO journal (session_id, call_id, fingerprint, status, result) "
@@ -101,9 +102,16 @@ class JournalStore:
             )
             count = self._since_trim.get(session_id, 0) + 1
             self._since_trim[session_id] = count
-            if count >= TRIM_EVERY:
-                self._since_trim[session_id] = 0
-                self._trim(session_id)
+            if count < TRIM_EVERY:
+                return False
+            self._since_trim[session_id] = 0
+            return True
+
+    def trim(self, session_id: str) -> None:
+        """Apply the bounds to the session's rows (milliseconds on a full
+        journal: the daemon runs it apart from any call's commit)."""
+        with self._db.lock:
+            self._trim(session_id)
 
     def _trim(self, session_id: str) -> None:
         conn = self._db.conn

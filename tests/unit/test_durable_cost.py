@@ -195,3 +195,24 @@ def test_only_calls_that_may_act_unrecorded_are_recorded_as_started(tmp_path):
             assert len(starts) == 1
     finally:
         running.stop()
+
+
+def test_the_journal_is_trimmed_to_its_bounds_apart_from_the_calls_commits(tmp_path):
+    config = config_for_test(journal_max_results=2, journal_max_ids=3)
+    durable = Durable(StateDB.open(str(tmp_path), COMPONENTS), config)
+    trims = _threads_running(durable, lambda sql: sql.startswith("DELETE FROM journal"))
+
+    async def calls(n: int) -> None:
+        for i in range(n):
+            await durable.call_finished("s1", f"c{i}", "fp", ToolResult(f"c{i}", {"i": i}))
+        # The writer's queue runs in order: a read after the trims sees them done.
+        rows = await durable.journal_rows("s1")
+        assert [r.call_id for r in rows if r.result is not None] == [f"c{n - 2}", f"c{n - 1}"]
+        assert len(rows) == 5
+
+    try:
+        asyncio.run(calls(128))  # trims are due every 64 results
+        assert len(trims) == 2
+        assert threading.main_thread().name not in trims
+    finally:
+        durable.close()

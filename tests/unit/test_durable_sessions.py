@@ -266,7 +266,8 @@ def test_journal_rows_keep_results_then_ids_within_bounds(tmp_path):
     store.begin("s", "running", "fp")
     for i in range(128):  # trimmed every 64 results
         error = ToolErrorInfo("TIMEOUT", "slow", False) if i % 2 else None
-        store.finish("s", f"c{i}", f"fp{i}", ToolResult(f"c{i}", {"i": i}, error, i))
+        if store.finish("s", f"c{i}", f"fp{i}", ToolResult(f"c{i}", {"i": i}, error, i)):
+            store.trim("s")
     rows = store.rows("s")
     done = [r for r in rows if r.result is not None]
     assert [r.call_id for r in done] == ["c126", "c127"]
