@@ -111,8 +111,14 @@ daemon-image: image agent ## the daemon's own container image (toolrt-daemon), o
 run: image agent ## start the daemon in the foreground on 127.0.0.1:50051
 	$(VENV)/bin/toolrt serve $(ARGS)
 
+# The Docker tests one at a time (they share the engine and measure stalls),
+# then the rest on FAST_WORKERS workers as test-fast runs them; both run, and
+# either failing fails the target.
 test: image agent ## the whole suite against the real Docker engine (the long chaos cases: make chaos; images without Python and the wheel: make test-static-agent)
-	$(PY) -m pytest -m "not chaos and not static_agent" $(PYTEST_ARGS)
+	@rc=0; \
+	$(PY) -m pytest -m "docker and not chaos and not static_agent" $(PYTEST_ARGS) || rc=1; \
+	$(PY) -m pytest -m "not docker and not chaos and not static_agent" -n $(FAST_WORKERS) $(PYTEST_ARGS) || rc=1; \
+	exit $$rc
 
 # The agent on images other than the default (BusyBox only, no python3, no
 # /etc/passwd), fuzzed frames from inside, and the platform wheel installed
