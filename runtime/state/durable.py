@@ -15,11 +15,13 @@ A row that finds the writer idle (no round gathering, nobody holding the
 database) is committed at once on the event loop instead: in WAL mode with
 `synchronous=NORMAL` a commit appends to the log and waits for no fsync
 (about 0.1 ms), less than the two hops to the writer thread and back it
-saves. What does wait for fsyncs, the checkpoint that copies the log into
-the database, never runs there: SQLite's own (at commit, on whichever thread
-commits) is off, and the writer thread checkpoints every `CHECKPOINT_EVERY`
-transactions. No other process writes the database (the daemon holds
-state_dir's lock), so an inline `BEGIN IMMEDIATE` never waits for one.
+saves. Not a large one (a result past `INLINE_COMMIT_BYTES`): copying
+megabytes into the log would hold every other call. What does wait for
+fsyncs, the checkpoint that copies the log into the database, never runs
+there: SQLite's own (at commit, on whichever thread commits) is off, and
+the writer thread checkpoints every `CHECKPOINT_EVERY` transactions. No
+other process writes the database (the daemon holds state_dir's lock), so
+an inline `BEGIN IMMEDIATE` never waits for one.
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ COMPONENTS = (SESSIONS, JOURNAL)
 # Transactions between checkpoints: SQLite's default (1,000 log pages) is
 # about 300 of the journal's commits; this keeps the log well under that.
 CHECKPOINT_EVERY = 200
+# Rows up to this size may be committed on the event loop (a fraction of a millisecond).
+INLINE_COMMIT_BYTES = 256 << 10
 T = TypeVar("T")
 
 
@@ -99,14 +103,16 @@ class Durable:
         self.broken = msg
         return StateUnavailable(msg)
 
-    async def _grouped(self, write: Callable[[], None]) -> None:
-        """`write` committed: at once on the loop if the writer is idle, else in
-        the next group commit; returns once it has committed."""
+    async def _grouped(self, write: Callable[[], None], size: int = 0) -> None:
+        """`write` (of about `size` bytes) committed: at once on the loop if it
+        is small and the writer idle, else in the next group commit; returns
+        once it has committed."""
         if self._closed:
             msg = f"state database {self.db.path} is closed (the daemon is stopping)"
             raise StateUnavailable(msg)
         try:
-            if not self._group.pending and self.db.lock.acquire(blocking=False):
+            inline = size <= INLINE_COMMIT_BYTES and not self._group.pending
+            if inline and self.db.lock.acquire(blocking=False):
                 try:
                     failed = self._commit([write])[0]
                 finally:
@@ -238,7 +244,7 @@ class Durable:
             if touch is not None:
                 self.sessions.touch(session_id, *touch)
 
-        await self._grouped(both)
+        await self._grouped(both, result.output_bytes)
         if trim_due:
             # Not in the call's commit: on a full journal it takes milliseconds.
             self._later("trimming the journal", lambda: self._trim(session_id))

@@ -18,7 +18,7 @@ from runtime.sandbox.agent_client import AgentClient
 from runtime.sandbox.fake import FakeBackend
 from runtime.sessions.adoption import ACK_CALLS
 from runtime.state.db import StateDB
-from runtime.state.durable import CHECKPOINT_EVERY, COMPONENTS, Durable
+from runtime.state.durable import CHECKPOINT_EVERY, COMPONENTS, INLINE_COMMIT_BYTES, Durable
 from runtime.state.journal_store import DONE, JournalStore
 from tests.conftest import config_for_test, start_daemon
 
@@ -141,6 +141,24 @@ def test_a_call_on_an_idle_writer_is_stored_when_it_returns(tmp_path):
     try:
         asyncio.run(one())
         assert threads == [threading.main_thread().name]
+    finally:
+        durable.close()
+
+
+def test_a_large_result_is_committed_on_the_writer_thread(tmp_path):
+    """Copying it into the log on the loop would hold every other call."""
+    durable, _ = _durable(tmp_path)
+    threads = _threads_running(durable, lambda sql: sql == "COMMIT")
+    large = ToolResult("c1", {"stdout": "x" * (INLINE_COMMIT_BYTES + 1)})
+
+    async def one() -> None:
+        await durable.call_finished("s1", "c1", "fp", large)
+        assert [r.call_id for r in JournalStore(durable.db).rows("s1")] == ["c1"]
+
+    try:
+        asyncio.run(one())
+        assert len(threads) == 1
+        assert threads[0] != threading.main_thread().name
     finally:
         durable.close()
 
