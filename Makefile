@@ -113,11 +113,12 @@ run: image agent ## start the daemon in the foreground on 127.0.0.1:50051
 
 # The Docker tests one at a time (they share the engine and measure stalls),
 # then the rest on FAST_WORKERS workers as test-fast runs them; both run, and
-# either failing fails the target.
+# either failing fails the target. A half that PYTEST_ARGS leaves empty
+# (pytest's exit 5, "no tests collected") is not a failure.
 test: image agent ## the whole suite against the real Docker engine (the long chaos cases: make chaos; images without Python and the wheel: make test-static-agent)
 	@rc=0; \
-	$(PY) -m pytest -m "docker and not chaos and not static_agent" $(PYTEST_ARGS) || rc=1; \
-	$(PY) -m pytest -m "not docker and not chaos and not static_agent" -n $(FAST_WORKERS) $(PYTEST_ARGS) || rc=1; \
+	$(PY) -m pytest -m "docker and not chaos and not static_agent" $(PYTEST_ARGS) || [ $$? -eq 5 ] || rc=1; \
+	$(PY) -m pytest -m "not docker and not chaos and not static_agent" -n $(FAST_WORKERS) $(PYTEST_ARGS) || [ $$? -eq 5 ] || rc=1; \
 	exit $$rc
 
 # The agent on images other than the default (BusyBox only, no python3, no
