@@ -176,20 +176,17 @@ class Baselines:
         finally:
             container.remove(force=True)
 
-    def archives(self) -> tuple[Sample, Sample]:
-        """put_archive of 1 KiB and get_archive of 1 MiB (+ tar packing)."""
+    @contextlib.contextmanager
+    def archive_calls(self) -> Iterator[tuple[Callable[[], Any], Callable[[], Any]]]:
+        """put_archive of 1 KiB and get_archive of 1 MiB (+ tar packing), as
+        calls to time beside toolrt's file tools."""
         with self.archive_container() as container:
             small = os.urandom(KiB)
-            write = timed(
-                "SDK put_archive 1 KiB",
-                self.n(60, 15),
-                lambda: container.put_archive("/tmp", tar_of("small.txt", small)),
-            )
             container.put_archive("/tmp", tar_of("big.txt", os.urandom(MiB)))
-            read = timed(
-                "SDK get_archive 1 MiB", self.n(60, 15), lambda: get_one(container, "/tmp/big.txt")
+            yield (
+                lambda: container.put_archive("/tmp", tar_of("small.txt", small)),
+                lambda: get_one(container, "/tmp/big.txt"),
             )
-        return write, read
 
     # -- the peer --------------------------------------------------------------
     def llm_sandbox(self) -> tuple[Sample, Sample]:

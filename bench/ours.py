@@ -14,6 +14,7 @@ import tempfile
 import time
 import urllib.request
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ import docker
 import grpc
 import psutil
 
-from bench.stats import Sample, callers, missing, timed
+from bench.stats import Sample, callers, timed
 from runtime._proto.toolruntime.v1 import runtime_pb2 as pb
 from runtime._proto.toolruntime.v1 import runtime_pb2_grpc as pb_grpc
 from runtime.auth.tokens import create_token
@@ -254,35 +255,24 @@ def python(client: Client, session_id: str, code: str) -> Any:
     return called(client, session_id, "python", {"code": code})
 
 
-def file_ops(d: Daemon, n: int) -> tuple[Sample, Sample]:
-    why = ""
+def file_calls(d: Daemon, session_id: str) -> tuple[Callable[[], Any], Callable[[], Any]]:
+    """write_file of 1 KiB and read_file of 1 MiB in the session, as calls to
+    time beside their archive baselines; raises where the catalog lacks them."""
     if "write_file" not in d.tools or "read_file" not in d.tools:
-        why = "write_file/read_file are not in this build's catalog"
-    else:
-        try:
-            return _file_ops(d, n)
-        except Exception as exc:  # noqa: BLE001 - the rest of the run still counts
-            why = f"failed: {type(exc).__name__}: {str(exc)[:120]}"
-    return missing("toolrt write_file 1 KiB", why), missing("toolrt read_file 1 MiB", why)
+        msg = "write_file/read_file are not in this build's catalog"
+        raise LookupError(msg)
+    small = "x" * (KiB - 1) + "\n"
+    shell(d.client, session_id, "yes 0123456789abcdefghijklmnopqrstu | head -c 1048576 > big.txt")
 
+    def call(tool: str, arguments: dict[str, str]) -> None:
+        r = d.client.call(session_id, tool, arguments)
+        if not r.ok:
+            raise RuntimeError(r.error_message)
 
-def _file_ops(d: Daemon, n: int) -> tuple[Sample, Sample]:
-    with d.client.session() as s:
-        small = "x" * (KiB - 1) + "\n"
-
-        def write() -> None:
-            r = s.call("write_file", {"path": "/workspace/small.txt", "content": small})
-            if not r.ok:
-                raise RuntimeError(r.error_message)
-
-        shell(d.client, s.id, "yes 0123456789abcdefghijklmnopqrstu | head -c 1048576 > big.txt")
-
-        def read() -> None:
-            r = s.call("read_file", {"path": "/workspace/big.txt"})
-            if not r.ok:
-                raise RuntimeError(r.error_message)
-
-        return timed("toolrt write_file 1 KiB", n, write), timed("toolrt read_file 1 MiB", n, read)
+    return (
+        lambda: call("write_file", {"path": "/workspace/small.txt", "content": small}),
+        lambda: call("read_file", {"path": "/workspace/big.txt"}),
+    )
 
 
 def create_close_once(d: Daemon) -> tuple[float, float]:
