@@ -43,12 +43,12 @@ HELPER := runtime/agent/toolrt-spawn
 MULTIARCH := $(shell gcc -print-multiarch 2>/dev/null)
 $(HELPER): runtime/agent/spawn.c
 	@[ "$$(id -u)" -ne 0 ] || bash scripts/ensure-agent-tools.sh
-	@if command -v musl-gcc >/dev/null 2>&1; then \
-		musl-gcc -O2 -s -Wall -Wextra -static -idirafter /usr/include \
-			$(if $(MULTIARCH),-idirafter /usr/include/$(MULTIARCH)) -o $@ $< && \
+	@if command -v musl-gcc >/dev/null 2>&1 && musl-gcc -O2 -s -Wall -Wextra -static \
+			-idirafter /usr/include $(if $(MULTIARCH),-idirafter /usr/include/$(MULTIARCH)) \
+			-o $@ $<; then \
 		echo "built $@ (musl)" && sha256sum $< | cut -d' ' -f1 > $@.sha256; \
 	elif command -v gcc >/dev/null 2>&1; then \
-		gcc -O2 -Wall -Wextra -static -o $@ $< && echo "built $@" && \
+		gcc -O2 -Wall -Wextra -static -o $@ $< && echo "built $@ (glibc)" && \
 		sha256sum $< | cut -d' ' -f1 > $@.sha256; \
 	else \
 		echo "no gcc: the launcher is not built (the daemon needs it to start sandboxes)"; \

@@ -206,13 +206,19 @@ def file_rounds(s: dict[str, Sample], d: ours.Daemon, base: Baselines, quick: bo
         except Exception as exc:  # noqa: BLE001 - the baselines and the rest still count
             why = f"failed: {type(exc).__name__}: {str(exc)[:120]}"
         rounds, each = (3, 5) if quick else (10, 10)
-        parts = [(s["put_archive"], each // 2 + 1, put), (s["get_archive"], each // 2 + 1, get)]
-        if why:
-            s["write"], s["read"] = missing(s["write"].name, why), missing(s["read"].name, why)
-        else:
-            parts[1:1] = [(s["read"], each, read)]
-            parts[:0] = [(s["write"], each, write)]
-        interleave(rounds, parts)
+        put_part = (s["put_archive"], each // 2 + 1, put)
+        get_part = (s["get_archive"], each // 2 + 1, get)
+        if not why:
+            try:
+                interleave(
+                    rounds, [(s["write"], each, write), put_part, (s["read"], each, read), get_part]
+                )
+                return
+            except Exception as exc:  # noqa: BLE001 - the rest of the run still counts
+                why = f"failed: {type(exc).__name__}: {str(exc)[:120]}"
+        s["write"], s["read"] = missing(s["write"].name, why), missing(s["read"].name, why)
+        if not s["put_archive"].times:
+            interleave(rounds, [put_part, get_part])
 
 
 def only_command(args: argparse.Namespace, section: str) -> str:
