@@ -10,7 +10,8 @@ sandboxes bind-mount read-only:
   can be a path the host and a containerised daemon share;
 - the helper (`toolrt-spawn`) is compiled there, static so it runs in any
   image, when it is missing or was built from another `spawn.c` (its stamp,
-  `toolrt-spawn.sha256`, holds the source's digest) and a C compiler exists;
+  `toolrt-spawn.sha256`, holds the source's digest) and a C compiler exists
+  (musl-gcc first, then the first of COMPILERS);
   a wheel built by `make wheel` ships both, so such hosts compile nothing;
   without one the daemon refuses to start (`require_static_agent`);
 - it is byte-compiled in place, so no sandbox compiles the interpreter anew.
@@ -27,6 +28,7 @@ import logging
 import os
 import shutil
 import subprocess
+import sysconfig
 import tempfile
 from pathlib import Path
 
@@ -44,6 +46,11 @@ HELPER_STAMP = "toolrt-spawn.sha256"
 # the rest, never built here (hosts have no Go).
 STATIC_AGENT = "toolrt-agent"
 COMPILERS = ("cc", "gcc", "clang")
+# Tried first when on PATH: a musl static launcher is 25 KB against glibc's
+# 750 KB and costs about 0.17 ms less CPU on every command it starts
+# (glibc's static start-up probes the CPU). The kernel's headers (linux/*)
+# come from the host's include directories, which musl's own do not search.
+MUSL_COMPILER = "musl-gcc"
 COMPILE_TIMEOUT_S = 120
 
 
@@ -110,30 +117,57 @@ def compiler() -> str:
     return ""
 
 
+def compile_commands(source: Path, out: Path) -> list[list[str]]:
+    """How to build the helper, in the order to try: musl's static build
+    where musl-gcc is installed, then the first C compiler's."""
+    commands = []
+    musl = shutil.which(MUSL_COMPILER)
+    if musl:
+        headers = ["-idirafter", "/usr/include"]
+        multiarch = sysconfig.get_config_var("MULTIARCH")
+        if multiarch:
+            headers += ["-idirafter", f"/usr/include/{multiarch}"]
+        commands.append(
+            [musl, "-O2", "-s", "-Wall", "-static", *headers, "-o", str(out), str(source)]
+        )
+    cc = compiler()
+    if cc:
+        commands.append([cc, "-O2", "-Wall", "-static", "-o", str(out), str(source)])
+    return commands
+
+
+def _compiled(command: list[str]) -> str:
+    """Why `command` did not build the helper ("" once it has)."""
+    try:
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return str(exc)
+    if done.returncode != 0:
+        return (done.stderr.strip().splitlines() or ["no output"])[-1][:300]
+    return ""
+
+
 def build_helper(agent_dir: Path) -> bool:
     """Compile the helper in `agent_dir` when it is stale; whether one is there after."""
     source = agent_dir / HELPER_SOURCE
     if not _stale(agent_dir):
         return True
-    cc = compiler()
-    if not source.is_file() or not cc:
-        log.info("no C compiler (or no %s): the launcher cannot be built here", HELPER_SOURCE)
-        return (agent_dir / HELPER).is_file()
     with tempfile.TemporaryDirectory(prefix="toolrt-helper-") as tmp:
         out = Path(tmp) / HELPER
-        command = [cc, "-O2", "-Wall", "-static", "-o", str(out), str(source)]
-        try:
-            done = subprocess.run(
-                command, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S, check=False
-            )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            log.warning("building the agent's native helper failed (%s)", exc)
-            return False
-        if done.returncode != 0:
-            log.warning(
-                "building the agent's native helper failed (%s)",
-                (done.stderr.strip().splitlines() or ["no output"])[-1][:300],
-            )
+        commands = compile_commands(source, out) if source.is_file() else []
+        if not commands:
+            log.info("no C compiler (or no %s): the launcher cannot be built here", HELPER_SOURCE)
+            return (agent_dir / HELPER).is_file()
+        why = ""
+        for command in commands:
+            why = _compiled(command)
+            if not why:
+                break
+            log.info("building the launcher with %s failed (%s)", command[0], why)
+        if why:
+            log.warning("building the agent's native helper failed (%s)", why)
             return False
         try:
             _replace(agent_dir / HELPER, out.read_bytes(), 0o755)

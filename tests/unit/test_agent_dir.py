@@ -59,6 +59,31 @@ def test_the_helper_is_built_static_in_the_package_directory(package):
     assert helper.stat().st_mtime > built
 
 
+@pytest.mark.skipif(shutil.which("musl-gcc") is None, reason="no musl-gcc on this host")
+def test_where_musl_is_installed_the_launcher_is_its_small_static_build(package):
+    prepare(package)
+    helper = package / HELPER
+    described = subprocess.run(["file", str(helper)], capture_output=True, text=True).stdout
+    assert "statically linked" in described or not described
+    # glibc's static build of the same source is about 750 KB.
+    assert helper.stat().st_size < 100_000
+    assert subprocess.run([str(helper)], stdin=subprocess.DEVNULL, check=False).returncode == 127
+
+
+@pytest.mark.skipif(agent_dir.compiler() == "", reason="no C compiler on this host")
+def test_a_musl_build_that_fails_falls_back_to_the_c_compiler(package, tmp_path, monkeypatch):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    broken = bin_dir / "musl-gcc"
+    broken.write_text("#!/bin/sh\necho 'fatal error: linux/capability.h' >&2\nexit 1\n")
+    broken.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    assert prepare(package) == str(package)
+    helper = package / HELPER
+    assert helper.is_file() and os.access(helper, os.X_OK)
+    assert (package / HELPER_STAMP).read_text() == agent_dir._source_digest(package)
+
+
 @pytest.fixture
 def shipped(package: Path) -> Path:
     """The package as the platform wheel installs it: the helper, its stamp and
