@@ -28,6 +28,7 @@ import logging
 import os
 import shutil
 import subprocess
+import sys
 import sysconfig
 import tempfile
 from pathlib import Path
@@ -51,6 +52,7 @@ COMPILERS = ("cc", "gcc", "clang")
 # (glibc's static start-up probes the CPU). The kernel's headers (linux/*)
 # come from the host's include directories, which musl's own do not search.
 MUSL_COMPILER = "musl-gcc"
+FLAGS = ("-O2", "-Wall", "-Wextra", "-static")
 COMPILE_TIMEOUT_S = 120
 
 
@@ -127,12 +129,10 @@ def compile_commands(source: Path, out: Path) -> list[list[str]]:
         multiarch = sysconfig.get_config_var("MULTIARCH")
         if multiarch:
             headers += ["-idirafter", f"/usr/include/{multiarch}"]
-        commands.append(
-            [musl, "-O2", "-s", "-Wall", "-static", *headers, "-o", str(out), str(source)]
-        )
+        commands.append([musl, *FLAGS, "-s", *headers, "-o", str(out), str(source)])
     cc = compiler()
     if cc:
-        commands.append([cc, "-O2", "-Wall", "-static", "-o", str(out), str(source)])
+        commands.append([cc, *FLAGS, "-o", str(out), str(source)])
     return commands
 
 
@@ -169,6 +169,7 @@ def build_helper(agent_dir: Path) -> bool:
         if why:
             log.warning("building the agent's native helper failed (%s)", why)
             return False
+        built_by = Path(command[0]).name
         try:
             _replace(agent_dir / HELPER, out.read_bytes(), 0o755)
             # After the helper: a crash between the two leaves it stale, built again.
@@ -176,7 +177,7 @@ def build_helper(agent_dir: Path) -> bool:
         except OSError as exc:
             log.warning("cannot write the native helper to %s (%s); set agent_dir", agent_dir, exc)
             return False
-    log.info("built the agent's native helper in %s", agent_dir)
+    log.info("built the agent's native helper in %s (%s)", agent_dir, built_by)
     return True
 
 
@@ -202,3 +203,20 @@ def require_static_agent(agent_dir: str) -> None:
             "in a checkout with `make agent` (Go and a C compiler)"
         )
         raise ConfigurationError(msg)
+
+
+def main(argv: list[str]) -> int:
+    """`python -m runtime.sandbox.agent_dir DIR` (make helper): build DIR's
+    launcher now, the way a daemon would at start-up; exit 1 if none results."""
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    if len(argv) != 1:
+        print("usage: python -m runtime.sandbox.agent_dir AGENT_DIR", file=sys.stderr)
+        return 2
+    agent_dir = Path(argv[0])
+    with contextlib.suppress(FileNotFoundError):
+        (agent_dir / HELPER_STAMP).unlink()  # asked for: build even if it looks current
+    return 0 if build_helper(agent_dir) and (agent_dir / HELPER).is_file() else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

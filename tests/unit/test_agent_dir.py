@@ -84,6 +84,16 @@ def test_a_musl_build_that_fails_falls_back_to_the_c_compiler(package, tmp_path,
     assert (package / HELPER_STAMP).read_text() == agent_dir._source_digest(package)
 
 
+@pytest.mark.skipif(agent_dir.compiler() == "", reason="no C compiler on this host")
+def test_make_helper_builds_the_launcher_and_its_stamp_even_when_they_look_current(package):
+    assert agent_dir.main([str(package)]) == 0  # what `make helper` runs
+    helper = package / HELPER
+    assert (package / HELPER_STAMP).read_text() == agent_dir._source_digest(package)
+    os.utime(helper, (1, 1))
+    assert agent_dir.main([str(package)]) == 0
+    assert helper.stat().st_mtime > 1  # built again, not left as current
+
+
 @pytest.fixture
 def shipped(package: Path) -> Path:
     """The package as the platform wheel installs it: the helper, its stamp and
