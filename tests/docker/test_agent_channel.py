@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,8 @@ pytestmark = [pytest.mark.docker, pytest.mark.static_agent]
 GRANT = {"default": {"users": ["root"], "root_capabilities": True}}
 MARKER = "channel-marker-5b1f"
 
-# Root reads every descriptor of PID 1 it can open until /tmp/stop exists
+# Root opens every descriptor of PID 1 it can (then creates /tmp/listening)
+# and reads them all until /tmp/stop exists
 # (or a minute passed), and writes to /tmp/report what it opened and whether
 # the daemon's frames (MAGIC, or the marker only the test's requests carry)
 # went by. Not to its stdout: under gVisor one of the descriptors it opens is
@@ -40,6 +42,7 @@ for fd in sorted(os.listdir("/proc/1/fd"), key=int):
         opened.append((fd, os.open("/proc/1/fd/" + fd, os.O_RDONLY | os.O_NONBLOCK)))
     except OSError:
         pass
+open("/tmp/listening", "w").close()
 stolen = b""
 deadline = time.monotonic() + 60
 while not os.path.exists("/tmp/stop") and time.monotonic() < deadline:
@@ -94,6 +97,13 @@ def test_root_finds_no_descriptor_of_the_agent_carrying_the_protocol(make_daemon
 
         eavesdrop = threading.Thread(target=listen)
         eavesdrop.start()
+        # Root's pick of descriptors made first: under gVisor a command
+        # running meanwhile would have its output pipe among them, and root
+        # may read what it prints (its own session's output, never a frame).
+        deadline = time.monotonic() + 60
+        while session.exec(["test", "-e", "/tmp/listening"]).exit_code != 0:
+            assert time.monotonic() < deadline, found
+            time.sleep(0.05)
         # Frames go both ways while root listens: requests carrying the
         # marker in their argv (no process prints it, no pipe carries it).
         for n in range(5):
@@ -118,9 +128,9 @@ def test_root_dialing_during_a_readoption_does_not_take_the_agent(
     root_dialed = threading.Event()
     connected, listening = channel.Listener._connected, channel.listening
 
-    async def counted(self: Any, reader: Any, writer: Any) -> None:
+    def counted(self: Any, reader: Any, writer: Any) -> None:
         root_dialed.set()  # before the SIGUSR1 only root can dial
-        await connected(self, reader, writer)
+        connected(self, reader, writer)
 
     @contextlib.asynccontextmanager
     async def after_root(path: str, token: str = "") -> AsyncIterator[Any]:

@@ -26,7 +26,6 @@ import hmac
 import os
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
 
 from runtime.agent import protocol
 from runtime.config import Config
@@ -125,8 +124,10 @@ class Listener:
         self._taken: asyncio.Future[Connection] = asyncio.get_running_loop().create_future()
         self._handed = False
         self._closed = False
-        # Connections still to present the token, oldest first.
-        self._checks: dict[asyncio.Task[Any], None] = {}
+        # Connections still to present the token, oldest first, each with the
+        # task checking it: closing a connection ends its check (its read
+        # sees the end), so none needs cancelling and none outlives close().
+        self._checks: dict[asyncio.StreamWriter, asyncio.Task[None]] = {}
 
     async def start(self) -> None:
         with contextlib.suppress(FileNotFoundError):
@@ -137,29 +138,34 @@ class Listener:
         os.chmod(self._path, 0o600)
 
     def close(self) -> None:
-        """Stop listening: nothing can dial the socket any more, and a
-        connection accepted before that is closed when its check ends."""
+        """Stop listening: nothing can dial the socket any more, and every
+        connection not taken is closed, its check with it."""
         self._closed = True
         if self._server is not None:
             self._server.close()
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self._path)
-        for check in list(self._checks):
-            check.cancel()
+        for writer in list(self._checks):
+            writer.close()
         if self._taken.done() and not self._handed:
             self._taken.result()[1].close()
 
-    async def _connected(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if not self._token:
+    def _connected(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        # Called by the server as it accepts, not in a task of its own: a
+        # connection is registered (or closed) at once, so none can be left
+        # open by a task that never ran (one accepted as the loop stops).
+        if self._closed:
+            writer.close()  # accepted in the turn that closed the listener
+        elif not self._token:
             self._take((reader, writer))
-            return
-        # Checked in a task of our own, cancelled at close: a dialer that
-        # never writes its token must not outlive the listener.
-        check = asyncio.current_task()
-        assert check is not None
-        self._checks[check] = None
-        if len(self._checks) > MAX_UNCHECKED:
-            next(iter(self._checks)).cancel()
+        else:
+            check = asyncio.get_running_loop().create_task(self._check(reader, writer))
+            self._checks[writer] = check
+            if len(self._checks) > MAX_UNCHECKED:
+                next(iter(self._checks)).close()
+
+    async def _check(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Take the connection if it presents the token in time; close it if not."""
         try:
             presented = await asyncio.wait_for(read_channel_frame(reader), PRESENT_TIMEOUT_S)
         except (
@@ -169,11 +175,11 @@ class Listener:
             TimeoutError,
         ):
             presented = ""
-        except asyncio.CancelledError:
+        except BaseException:
             writer.close()
             raise
         finally:
-            self._checks.pop(check, None)
+            self._checks.pop(writer, None)
         if hmac.compare_digest(presented.encode(), self._token.encode()):
             self._take((reader, writer))
         else:
