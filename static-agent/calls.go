@@ -44,6 +44,7 @@ const (
 type Runner struct {
 	helper    string
 	filter    string
+	slack     string // the timer slack commands get (timerslack.go), or keepSlack
 	mu        sync.Mutex
 	nextGroup uint32
 	exits     map[int]*exitHook
@@ -73,6 +74,7 @@ func NewRunner() (*Runner, error) {
 	}
 	return &Runner{
 		helper:    filepath.Join(filepath.Dir(self), helperName),
+		slack:     keepSlack,
 		filter:    filter,
 		nextGroup: firstGroup(),
 		exits:     map[int]*exitHook{},
@@ -529,7 +531,7 @@ func (r *Runner) launchWith(call *Call, environment map[string]string, program [
 		user = *call.user
 	}
 	argv := append([]string{r.helper, r.filter, strconv.FormatUint(uint64(call.group), 10),
-		user.launcherUID(), strconv.Itoa(user.gid), call.request.Cwd},
+		user.launcherUID(), strconv.Itoa(user.gid), call.request.Cwd, r.slack},
 		program...)
 	attr := &syscall.ProcAttr{Env: env, Files: files}
 	pid, err := syscall.ForkExec(r.helper, argv, attr)

@@ -66,6 +66,8 @@ var handlers = map[string]Handler{}
 func handle(op string, h Handler) { handlers[op] = h }
 
 func main() {
+	// First: it may execute the agent again (timerslack.go).
+	commandSlack := slackenTimers()
 	// One thread runs Go code: the agent waits far more than it computes,
 	// and idle processors looking for work (spinning) cost more CPU than
 	// the work itself.
@@ -102,6 +104,7 @@ func main() {
 		a.ch = &channel{path: path}
 	}
 	runner.relieve = a.relieve
+	runner.slack = commandSlack
 	reserveThreads(spareThreads)
 	a.watchSignals()
 	go a.reap()

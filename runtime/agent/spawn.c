@@ -6,14 +6,16 @@
  * no copy) and does what procs.spawn_fork does, which stays the fallback
  * when it is not built:
  *
- *   toolrt-spawn FILTER GROUP UID GID CWD PROGRAM ARG...
+ *   toolrt-spawn FILTER GROUP UID GID CWD SLACK PROGRAM ARG...
  *
  * fds 0/1/2 are the command's stdin/stdout/stderr, fd 3 the report pipe to
  * the agent; the environment is the command's. It starts a new session,
  * raises its oom_score_adj to 1000 (a memory bomb is killed before the
  * agent), takes GROUP as its only supplementary group (the mark by which the
  * agent finds every process of the call, tracker.py), takes a terminal on
- * its stdin as its controlling terminal, drops to UID/GID,
+ * its stdin as its controlling terminal, sets its timer slack to SLACK
+ * nanoseconds (the agent's own is raised, and would be inherited; `-`
+ * leaves it), drops to UID/GID,
  * enters CWD, installs FILTER (a seccomp program in hex, built by
  * seccomp.py: it stacks on the engine's profile) and execs PROGRAM (looked
  * up in PATH when it has no slash): its pid becomes the command's, and the agent
@@ -127,8 +129,8 @@ static void install_filter(const char *hex) {
 
 int main(int argc, char **argv) {
     fcntl(REPORT_FD, F_SETFD, FD_CLOEXEC);
-    if (argc < 7)
-        fail(STAGE_SETUP, EINVAL); /* usage: toolrt-spawn FILTER GROUP UID GID CWD PROGRAM ARG... */
+    if (argc < 8)
+        fail(STAGE_SETUP, EINVAL); /* usage: toolrt-spawn FILTER GROUP UID GID CWD SLACK PROGRAM ARG... */
     const char *filter = argv[1];
     gid_t group = (gid_t)number(argv[2]);
     unsigned long caps = 0;
@@ -136,7 +138,8 @@ int main(int argc, char **argv) {
     uid_t uid = user_of(argv[3], &caps, &is_root);
     gid_t gid = (gid_t)number(argv[4]);
     const char *cwd = argv[5];
-    char **command = &argv[6];
+    const char *slack = argv[6];
+    char **command = &argv[7];
 
     if (setsid() < 0)
         fail(STAGE_SETUP, errno);
@@ -144,6 +147,10 @@ int main(int argc, char **argv) {
      * controlling terminal: job control, ^C, SIGWINCH and /dev/tty work. */
     if (isatty(0) && ioctl(0, TIOCSCTTY, 0) != 0)
         fail(STAGE_SETUP, errno);
+    /* The slack the agent started with: a command's timers fire as they
+     * would without the agent (best effort: precision, not a limit). */
+    if (strcmp(slack, "-") != 0)
+        (void)prctl(PR_SET_TIMERSLACK, number(slack), 0, 0, 0);
     int adj = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
     if (adj >= 0) {
         ssize_t ignored = write(adj, "1000", 4);
