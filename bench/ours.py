@@ -405,6 +405,29 @@ def load(
     return sample, ids
 
 
+def alternating_loads(
+    on: Daemon, off: Daemon, sessions: int, seconds: float, callers_per_session: int
+) -> tuple[Sample, Sample]:
+    """`load` on two daemons in four runs of `seconds / 2`, on, off, off, on,
+    so that a drift in the host's speed weighs on both alike; each sample
+    holds its two runs (calls/s over their total time)."""
+    half = seconds / 2
+    runs: dict[int, list[Sample]] = {id(on): [], id(off): []}
+    for d in (on, off, off, on):
+        runs[id(d)].append(load(d, sessions, half, callers_per_session)[0])
+    merged = []
+    for d, suffix in ((on, ""), (off, ", features off")):
+        parts = runs[id(d)]
+        sample = Sample(parts[0].name + suffix)
+        for part in parts:
+            sample.times.extend(part.times)
+            sample.failures += part.failures
+            sample.note = sample.note or part.note
+        sample.calls_per_s = sample.n / (half * len(parts))
+        merged.append(sample)
+    return merged[0], merged[1]
+
+
 def close_all(d: Daemon, ids: list[str]) -> None:
     with ThreadPoolExecutor(16) as ex:
         list(ex.map(d.client.close_session, ids))

@@ -53,7 +53,7 @@ def checks(s: dict[str, Sample], extra: dict[str, Any]) -> list[Check]:
         faster("exec", "exec_run", 20),
         at_most("exec", "host", 1.0),
         faster("read", "get_archive", 20),
-        *throughput(s["load8"], s["exec_run_tput"], 600),
+        *throughput(s["load8"], s["exec_run_tput"], 600, s.get("load8_plain")),
         idle_session(extra, 8),
         # Earlier targets, still held.
         faster("write", "put_archive", 20),
@@ -81,11 +81,14 @@ def checks(s: dict[str, Sample], extra: dict[str, Any]) -> list[Check]:
     return out
 
 
-def throughput(ours: Sample, exec_run: Sample, at_least: float) -> list[Check]:
-    """toolrt's calls/s, judged; beside SDK exec_run's of the same shape, reported."""
+def throughput(
+    ours: Sample, exec_run: Sample, at_least: float, plain: Sample | None = None
+) -> list[Check]:
+    """toolrt's calls/s, judged; beside SDK exec_run's of the same shape and,
+    when measured, the same daemon's with the features off, reported."""
     rate = ours.calls_per_s
     shape = ours.name.removeprefix("toolrt ")
-    return [
+    found = [
         Check(
             f"throughput, {shape} (calls/s)",
             rate,
@@ -99,6 +102,10 @@ def throughput(ours: Sample, exec_run: Sample, at_least: float) -> list[Check]:
             None,
         ),
     ]
+    if plain is not None:
+        value = ratio(rate, plain.calls_per_s) if ours.n and plain.n else float("nan")
+        found.append(Check(f"throughput, {shape}, features on / off (x)", value, "reported", None))
+    return found
 
 
 def idle_session(extra: dict[str, Any], at_most_mib: float) -> Check:
@@ -215,6 +222,7 @@ HEADLINE = (
     "warm / create_start (p50)",
     "cold / create_start (p50)",
     "throughput, 8 sessions x 8 callers (calls/s)",
+    "throughput, 8 sessions x 8 callers, features on / off (x)",
     "exec vs llm_exec (p50, x faster)",
 )
 

@@ -420,8 +420,16 @@ def main() -> int:
         step(f"baselines: llm-sandbox, exec_run {shape}")
         s["llm_exec"], s["llm_open"] = base.llm_sandbox()
         s["exec_run_tput"] = base.exec_run_throughput(tput_sessions, tput_s, per_session)
-        step(f"toolrt: throughput {shape}")
-        s["load8"], _ = ours.load(cold, tput_sessions, tput_s, per_session)
+        step(f"toolrt: throughput {shape}, the features on and off in alternating runs")
+        # The same daemon with no authentication, audit log or metrics (its
+        # durable state cannot be turned off): what the features cost, in
+        # this run, whatever the host's speed.
+        plain = ours.Daemon(f"{instance}-plain", 0, log_path)
+        daemons.append(plain)
+        s["load8"], s["load8_plain"] = ours.alternating_loads(
+            cold, plain, tput_sessions, tput_s, per_session
+        )
+        plain.stop()
         for sessions in CURVE:
             step(f"toolrt: {sessions} concurrent sessions")
             seconds = (4 if quick else 10) if sessions == 64 else (3 if quick else 6)
@@ -463,7 +471,7 @@ def main() -> int:
     finally:
         left = base.cleanup() + remove_containers(daemons)
         client = docker.from_env(timeout=60)
-        for suffix in ("-a", "-b", "-rt", "-off", "-on", "-pool", "-snap"):
+        for suffix in ("-a", "-b", "-plain", "-rt", "-off", "-on", "-pool", "-snap"):
             for c in client.containers.list(
                 all=True, filters={"label": f"toolrt.daemon={instance}{suffix}"}
             ):

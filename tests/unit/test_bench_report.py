@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import programs, report, shares
+from bench import ours, programs, report, shares
 from bench.run import NAMES
 from bench.stats import Sample
 
@@ -38,6 +38,7 @@ def _run(load8_per_s: float = 700.0, exec_ms: float = 2.0) -> dict[str, Sample]:
         "llm_open": Sample("llm-sandbox open+first command", note="not installed"),
         "exec_run_tput": _sample("SDK exec_run 8 sessions x 8 callers", 400, 20),
         "load8": _sample("toolrt 8 sessions x 8 callers", 90, load8_per_s),
+        "load8_plain": _sample("toolrt 8 sessions x 8 callers, features off", 85, 750),
         "load64": _sample("toolrt 64 sessions x 1 caller", 100, 600),
     }
 
@@ -47,15 +48,16 @@ EXTRA = {"idle_session_bytes": 6 << 20, "daemon_rss_64_bytes": 90 << 20}
 
 def test_issue_17_targets_come_first_as_its_table_says() -> None:
     found = report.checks(_run(), EXTRA)
-    assert [(c.what, c.target) for c in found[:6]] == [
+    assert [(c.what, c.target) for c in found[:7]] == [
         ("exec vs exec_run (p50, x faster)", ">= 20x"),
         ("exec / host (p50)", "<= 1"),
         ("read vs get_archive (p50, x faster)", ">= 20x"),
         ("throughput, 8 sessions x 8 callers (calls/s)", ">= 600"),
         ("throughput, 8 sessions x 8 callers, vs exec_run the same shape (x)", "reported"),
+        ("throughput, 8 sessions x 8 callers, features on / off (x)", "reported"),
         ("idle session memory (MiB, agent included)", "<= 8"),
     ]
-    assert [c.met for c in found[:6]] == [True, True, True, True, None, True]
+    assert [c.met for c in found[:7]] == [True, True, True, True, None, None, True]
 
 
 def test_earlier_targets_and_reported_peers_are_kept() -> None:
@@ -83,6 +85,41 @@ def test_throughput_is_judged_in_calls_per_second_not_as_a_ratio(per_s: float, m
     beside = by_what["throughput, 8 sessions x 8 callers, vs exec_run the same shape (x)"]
     assert beside.value == pytest.approx(per_s / 20)
     assert beside.met is None
+
+
+def test_the_features_cost_is_reported_as_the_throughput_with_them_over_without() -> None:
+    by_what = {c.what: c for c in report.checks(_run(load8_per_s=600.0), EXTRA)}
+    cost = by_what["throughput, 8 sessions x 8 callers, features on / off (x)"]
+    assert (cost.value, cost.target, cost.met) == (pytest.approx(0.8), "reported", None)
+    # A run without the features-off daemon has no such row, not a made-up one.
+    s = _run()
+    del s["load8_plain"]
+    assert not [c for c in report.checks(s, EXTRA) if "features on / off" in c.what]
+
+
+def test_alternating_loads_weigh_a_drift_on_both_daemons_alike(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    on, off = object(), object()
+    order: list[object] = []
+    # The host slows down run by run: 400, 300, 200, 100 calls/s for 2 s each.
+    rates = iter((400, 300, 200, 100))
+
+    def load(d: object, sessions: int, seconds: float, callers: int) -> tuple[Sample, list[str]]:
+        assert (sessions, seconds, callers) == (8, 2.0, 8)
+        order.append(d)
+        rate = next(rates)
+        sample = Sample("toolrt 8 sessions x 8 callers", times=[0.01] * int(rate * seconds))
+        sample.failures = 1 if rate == 100 else 0
+        return sample, []
+
+    monkeypatch.setattr(ours, "load", load)
+    with_features, without = ours.alternating_loads(on, off, 8, 4.0, 8)  # type: ignore[arg-type]
+    assert order == [on, off, off, on]
+    assert (with_features.calls_per_s, without.calls_per_s) == (250, 250)
+    assert (with_features.n, without.n) == (1000, 1000)
+    assert (with_features.failures, without.failures) == (1, 0)
+    assert without.name == "toolrt 8 sessions x 8 callers, features off"
 
 
 def test_the_typescript_client_is_reported_as_a_ratio_to_the_python_client() -> None:
