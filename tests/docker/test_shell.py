@@ -31,6 +31,18 @@ def test_result_is_tied_to_the_call_id_and_carries_exit_code(session):
     }
 
 
+def test_commands_run_in_utf8_with_the_locale_mapped_from_one_archive(session):
+    # The default image keeps C.UTF-8 in a locale archive (setup.sh): the
+    # call's bash maps that one file, none of the locale's dozen, and a
+    # multibyte character is still one character.
+    result = session.shell(
+        "locale charmap; printf '\\303\\251' | wc -m; "
+        "grep -c /usr/lib/locale/locale-archive /proc/$$/maps; "
+        "grep -c /usr/lib/locale/C.utf8/ /proc/$$/maps"
+    )
+    assert result.output["stdout"].split() == ["UTF-8", "1", "1", "0"]
+
+
 def test_killed_command_reports_128_plus_signal(session):
     assert session.shell("kill -TERM $$").output["exit_code"] == 143
 

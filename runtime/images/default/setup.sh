@@ -17,6 +17,12 @@ cat > /etc/pip.conf <<'PIP'
 disable-pip-version-check = true
 no-cache-dir = true
 PIP
+# Every command runs under LANG=C.UTF-8: with the locale in an archive, a
+# process maps one file at its start instead of opening and mapping a dozen
+# (about a quarter of a millisecond of CPU for each bash a call starts).
+# Built by the image's own localedef from its own compiled locale.
+localedef --add-to-archive /usr/lib/locale/C.utf8
+localedef --list-archive | grep -qx C.utf8
 # curl, git, pip and Python's ssl read the system bundle: it must be built.
 test -s /etc/ssl/certs/ca-certificates.crt
 # Keep the image small: docs and caches are of no use in a sandbox.
