@@ -410,8 +410,11 @@ def alternating_loads(
 ) -> tuple[Sample, Sample]:
     """`load` on two daemons in four runs of `seconds / 2`, on, off, off, on,
     so that a drift in the host's speed weighs on both alike; each sample
-    holds its two runs (calls/s over their total time)."""
+    holds its two runs (calls/s over their total time). A short run on
+    `off` first, not counted, so that it is not measured while new (`on`
+    has served the run's earlier sections)."""
     half = seconds / 2
+    load(off, sessions, min(half, 2.0), callers_per_session)
     runs: dict[int, list[Sample]] = {id(on): [], id(off): []}
     for d in (on, off, off, on):
         runs[id(d)].append(load(d, sessions, half, callers_per_session)[0])
