@@ -415,12 +415,12 @@ def alternating_loads(
     has served the run's earlier sections)."""
     half = seconds / 2
     load(off, sessions, min(half, 2.0), callers_per_session)
-    runs: dict[int, list[Sample]] = {id(on): [], id(off): []}
+    runs: dict[Daemon, list[Sample]] = {on: [], off: []}
     for d in (on, off, off, on):
-        runs[id(d)].append(load(d, sessions, half, callers_per_session)[0])
+        runs[d].append(load(d, sessions, half, callers_per_session)[0])
     merged = []
     for d, suffix in ((on, ""), (off, ", features off")):
-        parts = runs[id(d)]
+        parts = runs[d]
         sample = Sample(parts[0].name + suffix)
         for part in parts:
             sample.times.extend(part.times)
